@@ -1,0 +1,105 @@
+# node-healthcheck operator. `make help` lists the targets.
+#
+# Everything a fresh machine needs is built from the Go module proxy and cached under bin/
+# (git-ignored): the control plane for envtest (kube-apiserver, kube-controller-manager, kubectl, etcd)
+# and controller-gen. The first run takes several minutes; later runs reuse the cache.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+# Pinned tool versions. KUBERNETES_VERSION matches k8s.io/api v0.37.x in go.mod.
+KUBERNETES_VERSION ?= v1.37.2
+ETCD_VERSION ?= v3.7.3
+CONTROLLER_GEN_VERSION ?= v0.23.0
+
+LOCALBIN ?= $(CURDIR)/bin
+CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
+CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+MANAGER ?= $(LOCALBIN)/manager
+
+# Where KUBEBUILDER_ASSETS is already set (a folder with kube-apiserver, etcd and kubectl), it is used
+# as it is; otherwise the cached build below provides it.
+ifeq ($(origin KUBEBUILDER_ASSETS),undefined)
+KUBEBUILDER_ASSETS := $(CONTROLPLANE_DIR)
+CONTROLPLANE_DEP := controlplane
+endif
+export KUBEBUILDER_ASSETS
+
+# Short fuzz runs that are part of `make test`; `make fuzz FUZZTIME=5m` runs longer.
+FUZZTIME ?= 10s
+FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL
+GO_TEST_FLAGS ?= -timeout 20m
+
+.PHONY: all
+all: build
+
+##@ General
+
+.PHONY: help
+help: ## Show the targets and what they do.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make \033[36m<target>\033[0m\n"} /^[a-zA-Z_0-9-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) } ' $(MAKEFILE_LIST)
+
+##@ Development
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests under config/.
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false webhook paths="./..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
+		output:webhook:artifacts:config=config/webhook
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
+	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: verify
+verify: manifests generate ## Regenerate everything and fail if anything generated is out of date.
+	@if [ -n "$$(git status --porcelain -- config api)" ]; then \
+		echo "Generated files are out of date; run 'make manifests generate' and commit:"; \
+		git status --porcelain -- config api; git --no-pager diff --stat -- config api; exit 1; fi
+	@echo "Generated files are up to date."
+
+.PHONY: fmt
+fmt: ## Run gofmt on the code.
+	gofmt -l -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## Run go vet.
+	go vet ./...
+
+##@ Test
+
+.PHONY: test
+test: $(CONTROLPLANE_DEP) vet ## Run all tests on a real control plane (envtest) plus short fuzz runs.
+	go test $(GO_TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 10s).
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo ">> fuzz $$fn ($$pkg, $(FUZZTIME))"; \
+		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
+##@ Build and run
+
+.PHONY: build
+build: ## Build the manager binary into bin/manager.
+	go build -o $(MANAGER) ./cmd/manager
+
+.PHONY: demo
+demo: $(CONTROLPLANE_DEP) build ## Start a local control plane, run the operator against it and show what it does.
+	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl
+
+##@ Tools
+
+.PHONY: controlplane
+controlplane: $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd ## Build the pinned control-plane binaries into bin/k8s (once).
+	@echo "KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR)"
+
+$(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
+	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION)
+
+$(CONTROLLER_GEN):
+	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(LOCALBIN)/.gobin/controller-gen $@

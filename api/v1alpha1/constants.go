@@ -1,0 +1,104 @@
+package v1alpha1
+
+// Condition types of NodeHealthCheck.status.conditions. Each type has exactly one writer: the nhc
+// controller.
+const (
+	// ConditionTypeDisabled is True when the NodeHealthCheck cannot work: its template is missing or
+	// invalid, or a conflicting MachineHealthCheck exists. No remediation starts while it is True.
+	ConditionTypeDisabled = "Disabled"
+	// ConditionTypeStormActive is True while the healthy-node threshold is violated and
+	// stormCooldownDuration is set.
+	ConditionTypeStormActive = "StormActive"
+	// ConditionTypeStormCooldownActive is True while the threshold holds again but the storm cooldown
+	// has not passed yet.
+	ConditionTypeStormCooldownActive = "StormCooldownActive"
+)
+
+// Reasons of NodeHealthCheck conditions.
+const (
+	// ConditionReasonEnabled is the reason of Disabled=False.
+	ConditionReasonEnabled = "NodeHealthCheckEnabled"
+	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced
+	// remediation template (or its kind) does not exist.
+	ConditionReasonDisabledTemplateNotFound = "RemediationTemplateNotFound"
+	// ConditionReasonDisabledTemplateInvalid is the reason of Disabled=True when a referenced
+	// remediation template exists but lacks spec.template.
+	ConditionReasonDisabledTemplateInvalid = "RemediationTemplateInvalid"
+	// ConditionReasonDisabledMHC is the reason of Disabled=True when a conflicting MachineHealthCheck
+	// exists.
+	ConditionReasonDisabledMHC = "ConflictingMachineHealthCheckDetected"
+	// ConditionReasonDisabledInvalidConfig is the reason of Disabled=True for a configuration that
+	// passed admission but cannot work (for example a webhook that was not installed).
+	ConditionReasonDisabledInvalidConfig = "InvalidConfiguration"
+	// ConditionReasonHealthyNodeThresholdChange is the reason of the storm conditions.
+	ConditionReasonHealthyNodeThresholdChange = "HealthyNodeThresholdChange"
+)
+
+// NHCPhase is a short, human readable summary of what a NodeHealthCheck is doing.
+// +kubebuilder:validation:Enum=Disabled;Paused;Remediating;Enabled
+type NHCPhase string
+
+// Known phases, in order of precedence: Disabled > Paused > Remediating > Enabled.
+const (
+	// PhaseDisabled means the Disabled condition is True.
+	PhaseDisabled NHCPhase = "Disabled"
+	// PhasePaused means spec.pauseRequests is set (or an upgrade pauses remediation): no new
+	// remediation starts, running ones continue.
+	PhasePaused NHCPhase = "Paused"
+	// PhaseRemediating means at least one node has a running remediation.
+	PhaseRemediating NHCPhase = "Remediating"
+	// PhaseEnabled means the NodeHealthCheck watches its nodes and nothing is being remediated.
+	PhaseEnabled NHCPhase = "Enabled"
+)
+
+// Annotation keys of the remediation contract. Remediators and administrators read and write these,
+// so their values are part of the API.
+const (
+	// NHCTimedOutAnnotation is set on a remediation CR, with an RFC 3339 time, when NodeHealthCheck
+	// gave up on it (its escalation step timed out or it reported Succeeded=False). The remediator
+	// may use it to stop its efforts.
+	NHCTimedOutAnnotation = "remediation.medik8s.io/nhc-timed-out"
+	// NodeNameAnnotation is set on a remediation CR to the name of the node it remediates; needed
+	// where the CR name is generated.
+	NodeNameAnnotation = "remediation.medik8s.io/node-name"
+	// TemplateNameAnnotation is set on a remediation CR to the name of the template it was created
+	// from.
+	TemplateNameAnnotation = "remediation.medik8s.io/template-name"
+	// HealthyDelayAnnotation is set on a remediation CR to the time its node became healthy again
+	// while spec.healthyDelay keeps the CR.
+	HealthyDelayAnnotation = "remediation.medik8s.io/healthy-delay"
+	// ManuallyConfirmedHealthyAnnotation on a Node (any value) lets NodeHealthCheck skip healthyDelay
+	// for that node. The operator removes it once the node's remediation CRs are gone.
+	ManuallyConfirmedHealthyAnnotation = "remediation.medik8s.io/manually-confirmed-healthy"
+	// MultipleTemplatesSupportAnnotation on a remediation template (value "true") says its remediator
+	// handles several CRs per node: CRs get generated names, and one kind may appear in several
+	// escalation steps.
+	MultipleTemplatesSupportAnnotation = "remediation.medik8s.io/multiple-templates-support"
+	// OldRemediationCRAnnotation flags a remediation CR that has been running for too long.
+	OldRemediationCRAnnotation = "nodehealthcheck.medik8s.io/old-remediation-cr-flag"
+)
+
+// Label keys of the remediation contract.
+const (
+	// ExcludeFromRemediationLabel with value "true" on a Node keeps NodeHealthCheck from remediating it.
+	ExcludeFromRemediationLabel = "remediation.medik8s.io/exclude-from-remediation"
+	// AggregateToExtRemediationLabel with value "true" on a remediator's ClusterRole aggregates its
+	// rules (template get, remediation CR CRUD) into the operator's role.
+	AggregateToExtRemediationLabel = "rbac.ext-remediation/aggregate-to-ext-remediation"
+)
+
+// Remediation contract conventions.
+const (
+	// TemplateSuffix ends the kind of every remediation template; the remediation CR's kind is the
+	// template kind without it.
+	TemplateSuffix = "Template"
+	// MachineDeletionRemediationTemplateKind is the template kind of the machine-deletion remediator,
+	// which deletes nodes and therefore cannot be combined with maxUnhealthy.
+	MachineDeletionRemediationTemplateKind = "MachineDeletionRemediationTemplate"
+	// RemediationConditionSucceeded is the condition type a remediator sets on its CR: False makes
+	// NodeHealthCheck escalate at once, True means the remediator is done.
+	RemediationConditionSucceeded = "Succeeded"
+	// RemediationConditionPermanentNodeDeletionExpected is the condition type a remediator sets on
+	// its CR when it deletes the node for good: the CR is then kept after the node is gone.
+	RemediationConditionPermanentNodeDeletionExpected = "PermanentNodeDeletionExpected"
+)

@@ -1,0 +1,284 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// NodeHealthCheckSpec defines which nodes are watched, when they count as unhealthy, how many may be
+// remediated at once, and which remediator fixes them.
+//
+// Every rule below that needs only this object is enforced by the API server itself (CEL), so a
+// cluster without the admission webhook still refuses these specs; the webhook adds the rules that
+// need lookups and reports all problems at once.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.remediationTemplate) || has(self.escalatingRemediations)",message="one of remediationTemplate or escalatingRemediations is required",fieldPath=".remediationTemplate",reason=FieldValueRequired
+// +kubebuilder:validation:XValidation:rule="!(has(self.remediationTemplate) && has(self.escalatingRemediations))",message="remediationTemplate and escalatingRemediations are mutually exclusive: set only one",fieldPath=".escalatingRemediations",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(self.minHealthy) && has(self.maxUnhealthy))",message="minHealthy and maxUnhealthy are mutually exclusive: set only one",fieldPath=".maxUnhealthy",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!has(self.maxUnhealthy) || ((!has(self.remediationTemplate) || !has(self.remediationTemplate.kind) || self.remediationTemplate.kind != 'MachineDeletionRemediationTemplate') && (!has(self.escalatingRemediations) || self.escalatingRemediations.all(e, !has(e.remediationTemplate.kind) || e.remediationTemplate.kind != 'MachineDeletionRemediationTemplate')))",message="maxUnhealthy cannot be used with MachineDeletionRemediationTemplate: deleted nodes break the unhealthy count; use minHealthy",fieldPath=".maxUnhealthy",reason=FieldValueForbidden
+type NodeHealthCheckSpec struct {
+	// Selector selects the nodes whose health this NodeHealthCheck watches. An empty selector
+	// selects all nodes. Selecting control-plane and worker nodes in one NodeHealthCheck is strongly
+	// discouraged, and two NodeHealthChecks must not select overlapping nodes.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="each matchExpressions entry needs operator In or NotIn with values, or Exists or DoesNotExist without values"
+	Selector metav1.LabelSelector `json:"selector"`
+
+	// UnhealthyConditions lists the node conditions that make a node unhealthy. A node is unhealthy
+	// when any entry (logical OR) has matched its condition for at least the entry's duration.
+	// Defaults to Ready "False" or Unknown for 300s.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:default:={{type:Ready,status:"False",duration:"300s"},{type:Ready,status:Unknown,duration:"300s"}}
+	UnhealthyConditions []UnhealthyCondition `json:"unhealthyConditions,omitempty"`
+
+	// MinHealthy allows a new remediation only while at least this many selected nodes are healthy:
+	// an absolute number or a percentage (0-100%, rounded up) of the selected nodes. Mutually
+	// exclusive with maxUnhealthy; "51%" when neither is set.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern="^((100|[0-9]{1,2})%|[0-9]+)$"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	MinHealthy *intstr.IntOrString `json:"minHealthy,omitempty"`
+
+	// MaxUnhealthy allows a new remediation only while at most this many selected nodes are
+	// unhealthy: an absolute number or a percentage (0-100%, rounded up) of the selected nodes.
+	// Mutually exclusive with minHealthy. Must not be used with remediators that delete nodes, such
+	// as MachineDeletionRemediation.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:Pattern="^((100|[0-9]{1,2})%|[0-9]+)$"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
+
+	// RemediationTemplate references the remediation template of a remediation provider. For an
+	// unhealthy node a remediation CR is created from it: same apiVersion and namespace, kind without
+	// the "Template" suffix, name of the node, spec copied from the template's spec.template.spec.
+	// Mutually exclusive with escalatingRemediations.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
+	RemediationTemplate *corev1.ObjectReference `json:"remediationTemplate,omitempty"`
+
+	// EscalatingRemediations lists remediation templates to try one after another, in ascending
+	// order: when a step times out, or its remediation CR reports Succeeded=False, the next step
+	// starts. Mutually exclusive with remediationTemplate.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.order == x.order))",message="order values must be unique"
+	EscalatingRemediations []EscalatingRemediation `json:"escalatingRemediations,omitempty"`
+
+	// PauseRequests, while not empty, keeps new remediations from starting; running ones continue.
+	// Each entry is free text that says who paused and why, for example
+	// "cluster upgrade by @admin".
+	// +optional
+	// +listType=atomic
+	PauseRequests []string `json:"pauseRequests,omitempty"`
+
+	// HealthyDelay keeps a recovered node's remediation CRs for this long after the node is healthy
+	// again, to ride out flapping or allow post-remediation checks. A negative value keeps them until
+	// an administrator confirms the node with the remediation.medik8s.io/manually-confirmed-healthy
+	// annotation, or sets this field to 0. Defaults to 0.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^-?([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	HealthyDelay *metav1.Duration `json:"healthyDelay,omitempty"`
+
+	// StormCooldownDuration, when set, turns on storm recovery: after the healthy-node threshold was
+	// violated, no new remediation starts until the threshold has held again for this long.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	StormCooldownDuration *metav1.Duration `json:"stormCooldownDuration,omitempty"`
+}
+
+// UnhealthyCondition is a node condition type and status that makes a node unhealthy once the node's
+// condition has had that status for at least Duration.
+type UnhealthyCondition struct {
+	// Type is the node condition type, for example Ready.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MinLength=1
+	Type corev1.NodeConditionType `json:"type"`
+
+	// Status is the node condition status: "True", "False" or Unknown.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Enum="True";"False";Unknown
+	Status corev1.ConditionStatus `json:"status"`
+
+	// Duration is how long the condition must have had this status, measured from its
+	// lastTransitionTime. A Go duration such as "300s", "1.5h" or "2h45m"; not negative.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	Duration metav1.Duration `json:"duration"`
+}
+
+// EscalatingRemediation is one step of an escalation: a remediation template, the step's position
+// and how long it may try before the next step starts.
+// +kubebuilder:validation:XValidation:rule="duration(self.timeout) >= duration('1m')",message="timeout must be at least 1m",fieldPath=".timeout"
+type EscalatingRemediation struct {
+	// RemediationTemplate references the remediation template of this step.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
+	RemediationTemplate corev1.ObjectReference `json:"remediationTemplate"`
+
+	// Order is this step's position: lower orders run first. Orders must be unique.
+	// +required
+	Order int `json:"order"`
+
+	// Timeout is how long this step may try before the next one starts; at least 1m.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	Timeout metav1.Duration `json:"timeout"`
+}
+
+// NodeHealthCheckStatus is what the operator observed and decided. The nhc controller is its only
+// writer.
+type NodeHealthCheckStatus struct {
+	// ObservedNodes is the number of nodes the selector selects.
+	// +optional
+	ObservedNodes *int `json:"observedNodes,omitempty"`
+
+	// HealthyNodes is the number of selected nodes that are healthy and have no remediation left.
+	// +optional
+	HealthyNodes *int `json:"healthyNodes,omitempty"`
+
+	// InFlightRemediations is deprecated and always empty; see unhealthyNodes.
+	// +optional
+	InFlightRemediations map[string]metav1.Time `json:"inFlightRemediations,omitempty"`
+
+	// UnhealthyNodes lists the nodes that are unhealthy or still have remediation CRs, with those
+	// CRs.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	UnhealthyNodes []UnhealthyNode `json:"unhealthyNodes,omitempty"`
+
+	// Conditions describe the NodeHealthCheck's state. Known types: Disabled, StormActive,
+	// StormCooldownActive.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// Phase summarises the state: Disabled, Paused, Remediating or Enabled.
+	// +optional
+	Phase NHCPhase `json:"phase,omitempty"`
+
+	// Reason explains the phase in a sentence.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+
+	// LastUpdateTime is when the status last changed.
+	// +optional
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+}
+
+// UnhealthyNode is a node that is unhealthy, or healthy again but still has remediation CRs.
+type UnhealthyNode struct {
+	// Name is the node's name.
+	// +required
+	Name string `json:"name"`
+
+	// Remediations are the remediation CRs created for this node, in the order they were created.
+	// +optional
+	// +listType=atomic
+	Remediations []Remediation `json:"remediations,omitempty"`
+
+	// ConditionsHealthyTimestamp is when the node's conditions became healthy again.
+	// +optional
+	ConditionsHealthyTimestamp *metav1.Time `json:"conditionsHealthyTimestamp,omitempty"`
+
+	// HealthyDelayed is true while healthyDelay keeps the node's CRs although it is healthy.
+	// +optional
+	HealthyDelayed *bool `json:"healthyDelayed,omitempty"`
+}
+
+// Remediation is one remediation CR created for a node.
+type Remediation struct {
+	// Resource references the remediation CR, with its uid.
+	// +required
+	Resource corev1.ObjectReference `json:"resource"`
+
+	// Started is when the remediation CR was created.
+	// +required
+	Started metav1.Time `json:"started"`
+
+	// TimedOut is when NodeHealthCheck gave up on this CR and escalated; unset while it runs.
+	// +optional
+	TimedOut *metav1.Time `json:"timedOut,omitempty"`
+
+	// TemplateName is the name of the template the CR was created from, which tells two escalation
+	// steps of one kind apart.
+	// +optional
+	TemplateName string `json:"templateName,omitempty"`
+}
+
+// NodeHealthCheck watches the health of a set of nodes and asks a remediator to fix the unhealthy
+// ones.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:path=nodehealthchecks,scope=Cluster,shortName=nhc
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Disabled, Paused, Remediating or Enabled"
+// +kubebuilder:printcolumn:name="Observed",type=integer,JSONPath=`.status.observedNodes`,description="Selected nodes"
+// +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.healthyNodes`,description="Healthy nodes without remediation"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the NodeHealthCheck is in its phase"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeHealthCheck struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired behaviour.
+	// +required
+	Spec NodeHealthCheckSpec `json:"spec"`
+	// Status is what the operator observed and decided.
+	// +optional
+	Status NodeHealthCheckStatus `json:"status,omitempty"`
+}
+
+// NodeHealthCheckList is a list of NodeHealthChecks.
+// +kubebuilder:object:root=true
+type NodeHealthCheckList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the NodeHealthChecks.
+	Items []NodeHealthCheck `json:"items"`
+}
+
+// NodesWithRunningRemediation returns the names of the nodes that have at least one remediation CR,
+// in status order.
+func (s *NodeHealthCheckStatus) NodesWithRunningRemediation() []string {
+	var names []string
+	for _, n := range s.UnhealthyNodes {
+		if len(n.Remediations) > 0 {
+			names = append(names, n.Name)
+		}
+	}
+	return names
+}
+
+// TemplateRefs returns every remediation template the spec references: remediationTemplate, or the
+// escalation steps in list order.
+func (s *NodeHealthCheckSpec) TemplateRefs() []corev1.ObjectReference {
+	if s.RemediationTemplate != nil {
+		return []corev1.ObjectReference{*s.RemediationTemplate}
+	}
+	refs := make([]corev1.ObjectReference, 0, len(s.EscalatingRemediations))
+	for _, e := range s.EscalatingRemediations {
+		refs = append(refs, e.RemediationTemplate)
+	}
+	return refs
+}

@@ -1,0 +1,160 @@
+// Command manager runs the node-healthcheck operator: one controller-runtime manager with one shared
+// cache, leader election, health and readiness probes, a secure metrics endpoint and the admission
+// webhook server. It runs in a pod, or out of cluster with --kubeconfig.
+package main
+
+import (
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
+)
+
+// gracefulShutdownTimeout bounds how long runnables get to stop after SIGTERM; well inside the
+// 30s a pod gets by default, so the leader lease is released before the kubelet kills the process.
+const gracefulShutdownTimeout = 20 * time.Second
+
+// options are the manager's command-line settings. The flag names are an interface: the chart, the
+// docs and users' scripts use them.
+type options struct {
+	metricsAddr      string
+	metricsSecure    bool
+	probeAddr        string
+	leaderElect      bool
+	leaderElectionID string
+	leaderElectionNS string
+	webhookPort      int
+	webhookCertDir   string
+	enableWebhooks   bool
+	enableHTTP2      bool
+	zap              zap.Options
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
+	o := &options{zap: zap.Options{Development: false}}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
+		"Address the metrics endpoint binds to, for example :8443 (HTTPS) or :8080 (with --metrics-secure=false). \"0\" disables metrics.")
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
+		"Serve metrics over HTTPS and require an authenticated, authorized client (TokenReview and SubjectAccessReview). False serves plain HTTP, for local use only.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
+		"Address the health (/healthz) and readiness (/readyz) probes bind to.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", true,
+		"Elect a leader so that only one replica acts at a time. Disable only when a single replica runs.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "node-healthcheck.remediation.medik8s.io",
+		"Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease. Defaults to the pod's namespace in cluster; required out of cluster when --leader-elect is on.")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443,
+		"Port the admission webhook server listens on.")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "",
+		"Folder holding the webhook server's certificate as tls.crt and tls.key; reloaded when they change. Defaults to <temp dir>/k8s-webhook-server/serving-certs.")
+	fs.BoolVar(&o.enableWebhooks, "enable-webhooks", true,
+		"Serve the defaulting and validating admission webhooks. Without them the CRD's CEL rules still refuse most invalid specs.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
+		"Allow HTTP/2 on the metrics and webhook servers. Off by default to avoid the HTTP/2 stream-reset and rapid-reset vulnerabilities.")
+	o.zap.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return o, nil
+}
+
+func main() {
+	// --kubeconfig is registered on flag.CommandLine by controller-runtime's config package.
+	o, err := parseFlags(flag.CommandLine, os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if err := run(o); err != nil {
+		ctrl.Log.Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}
+
+func run(o *options) error {
+	log := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(remediationv1alpha1.AddToScheme(scheme))
+
+	var tlsOpts []func(*tls.Config)
+	if !o.enableHTTP2 {
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		TLSOpts:       tlsOpts,
+	}
+	if o.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        o.probeAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNS,
+		LeaderElectionReleaseOnCancel: true, // the process exits right after, so handing over early is safe
+		GracefulShutdownTimeout:       ptr(gracefulShutdownTimeout),
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port:    o.webhookPort,
+			CertDir: o.webhookCertDir,
+			TLSOpts: tlsOpts,
+		}),
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if o.enableWebhooks {
+		if err := webhookv1alpha1.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up webhooks: %w", err)
+		}
+	}
+
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	readyCheck := healthz.Ping
+	if o.enableWebhooks {
+		// Not ready until the webhook server serves, so the Service only routes admission to pods
+		// that can answer it.
+		readyCheck = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddReadyzCheck("readyz", readyCheck); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+
+	log.Info("Starting manager", "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func ptr[T any](v T) *T { return &v }

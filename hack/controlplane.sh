@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds pinned control-plane binaries (kube-apiserver, kube-controller-manager, kubectl, etcd) from the
+# Go module proxy into a cache folder, once. This machine cannot download release tarballs, so
+# `setup-envtest use` is not an option; see ../shared/toolchain.md for the recipe this follows.
+#
+# Usage: hack/controlplane.sh <dest-dir> <kubernetes-version> <etcd-version>
+# A binary that already exists in <dest-dir> is not rebuilt. Builds run one at a time: one link of a
+# Kubernetes binary peaks at 2-3 GB RSS and the machine has 2 cores.
+set -euo pipefail
+
+dest=$(mkdir -p "$1" && cd "$1" && pwd)
+kver=${2:?kubernetes version, e.g. v1.37.2}
+ever=${3:?etcd version, e.g. v3.7.3}
+stage="v0.${kver#v1.}"   # v1.37.2 -> v0.37.2, the staging modules' matching version
+minor=$(echo "$kver" | cut -d. -f2)
+work="$dest/.src"
+mkdir -p "$work/k8s" "$work/etcd"
+
+need=()
+for b in kube-apiserver kube-controller-manager kubectl; do
+  [ -x "$dest/$b" ] || need+=("$b")
+done
+
+if [ ${#need[@]} -gt 0 ]; then
+  cd "$work/k8s"
+  if [ ! -f go.sum ]; then
+    echo ">> preparing scratch module for k8s.io/kubernetes $kver"
+    rm -f go.mod
+    go mod init local/k8s-controlplane >/dev/null 2>&1
+    go mod edit -require="k8s.io/kubernetes@$kver"
+    modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+    # Every staging module k8s.io/kubernetes replaces with a local path gets the same module at $stage.
+    for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
+      go mod edit -replace="$m=$m@$stage"
+    done
+    cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+    go mod tidy
+  fi
+  ld="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  for b in "${need[@]}"; do
+    echo ">> building $b $kver (a few minutes on a cold cache)"
+    go build -trimpath -ldflags "$ld" -o "$dest/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+    mv "$dest/$b.tmp" "$dest/$b"
+  done
+fi
+
+if [ ! -x "$dest/etcd" ]; then
+  cd "$work/etcd"
+  if [ ! -f go.sum ]; then
+    echo ">> preparing scratch module for etcd $ever"
+    rm -f go.mod
+    go mod init local/etcd >/dev/null 2>&1
+    cat > main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+    go mod edit -require="go.etcd.io/etcd/server/v3@$ever"
+    go mod tidy
+  fi
+  echo ">> building etcd $ever"
+  go build -trimpath -ldflags "-s -w" -o "$dest/etcd.tmp" .
+  mv "$dest/etcd.tmp" "$dest/etcd"
+fi
+echo ">> control plane ready in $dest"

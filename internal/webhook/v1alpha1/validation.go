@@ -1,0 +1,209 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+var (
+	specPath = field.NewPath("spec")
+
+	// percentRE and numberRE are the two accepted string forms of minHealthy and maxUnhealthy; the
+	// CRD's pattern is their union.
+	percentRE = regexp.MustCompile(`^(100|[0-9]{1,2})%$`)
+	numberRE  = regexp.MustCompile(`^[0-9]+$`)
+
+	supportedConditionStatuses = []string{string(corev1.ConditionTrue), string(corev1.ConditionFalse), string(corev1.ConditionUnknown)}
+)
+
+// ValidateSpec checks every rule that needs only the spec itself and returns all violations, with
+// their field paths under "spec". Each rule is also a CEL rule (or an OpenAPI constraint) in the CRD,
+// except the few noted inline, which need Go: label selector syntax and duplicate unhealthy conditions.
+func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList {
+	var errs field.ErrorList
+
+	// Label syntax is beyond CEL; the operator/values rule is in CEL as well.
+	errs = append(errs, metav1validation.ValidateLabelSelector(&spec.Selector,
+		metav1validation.LabelSelectorValidationOptions{}, specPath.Child("selector"))...)
+
+	errs = append(errs, validateUnhealthyConditions(spec.UnhealthyConditions, specPath.Child("unhealthyConditions"))...)
+	errs = append(errs, validateBudget(spec)...)
+	errs = append(errs, validateTemplateChoice(spec)...)
+
+	if spec.StormCooldownDuration != nil && spec.StormCooldownDuration.Duration < 0 {
+		errs = append(errs, field.Invalid(specPath.Child("stormCooldownDuration"), spec.StormCooldownDuration.String(), "must not be negative"))
+	}
+	// healthyDelay may be negative: it then waits for manual confirmation.
+	return errs
+}
+
+func validateUnhealthyConditions(conds []remediationv1alpha1.UnhealthyCondition, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, c := range conds {
+		p := path.Index(i)
+		if c.Type == "" {
+			errs = append(errs, field.Required(p.Child("type"), "the node condition type, for example Ready"))
+		}
+		if !slices.Contains(supportedConditionStatuses, string(c.Status)) {
+			errs = append(errs, field.NotSupported(p.Child("status"), c.Status, supportedConditionStatuses))
+		}
+		if c.Duration.Duration < 0 {
+			errs = append(errs, field.Invalid(p.Child("duration"), c.Duration.String(), "must not be negative"))
+		}
+		// Webhook only: two entries for one type and status would give that condition two durations.
+		key := string(c.Type) + "=" + string(c.Status)
+		if c.Type != "" && seen[key] {
+			errs = append(errs, field.Duplicate(p, fmt.Sprintf("type %s with status %s", c.Type, c.Status)))
+		}
+		seen[key] = true
+	}
+	return errs
+}
+
+func validateBudget(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case spec.MinHealthy != nil && spec.MaxUnhealthy != nil:
+		errs = append(errs, field.Forbidden(specPath.Child("maxUnhealthy"), "minHealthy and maxUnhealthy are mutually exclusive: set only one"))
+	case spec.MinHealthy == nil && spec.MaxUnhealthy == nil:
+		// Not a CEL rule: the defaulting webhook sets minHealthy, and without the webhook the
+		// controller applies the same default.
+		errs = append(errs, field.Required(specPath.Child("minHealthy"), "one of minHealthy or maxUnhealthy is required"))
+	}
+	errs = append(errs, validateIntOrPercent(spec.MinHealthy, specPath.Child("minHealthy"))...)
+	errs = append(errs, validateIntOrPercent(spec.MaxUnhealthy, specPath.Child("maxUnhealthy"))...)
+
+	if spec.MaxUnhealthy != nil {
+		for _, ref := range spec.TemplateRefs() {
+			if ref.Kind == remediationv1alpha1.MachineDeletionRemediationTemplateKind {
+				errs = append(errs, field.Forbidden(specPath.Child("maxUnhealthy"),
+					"maxUnhealthy cannot be used with MachineDeletionRemediationTemplate: deleted nodes break the unhealthy count; use minHealthy"))
+				break
+			}
+		}
+	}
+	return errs
+}
+
+// validateIntOrPercent accepts a non-negative integer, a numeric string such as "3" (an integer), or
+// a whole percentage from 0% to 100%.
+func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	if v.Type == intstr.Int {
+		if v.IntVal < 0 {
+			return field.ErrorList{field.Invalid(path, v.IntVal, "must not be negative")}
+		}
+		return nil
+	}
+	if percentRE.MatchString(v.StrVal) || numberRE.MatchString(v.StrVal) {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(path, v.StrVal, "must be a non-negative integer or a whole percentage from 0% to 100%")}
+}
+
+func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList {
+	var errs field.ErrorList
+	escPath := specPath.Child("escalatingRemediations")
+	switch {
+	case spec.RemediationTemplate == nil && spec.EscalatingRemediations == nil:
+		errs = append(errs, field.Required(specPath.Child("remediationTemplate"), "one of remediationTemplate or escalatingRemediations is required"))
+	case spec.RemediationTemplate != nil && spec.EscalatingRemediations != nil:
+		errs = append(errs, field.Forbidden(escPath, "remediationTemplate and escalatingRemediations are mutually exclusive: set only one"))
+	}
+	if spec.RemediationTemplate != nil {
+		errs = append(errs, validateTemplateRef(spec.RemediationTemplate, specPath.Child("remediationTemplate"))...)
+	}
+	if spec.EscalatingRemediations == nil {
+		return errs
+	}
+	if len(spec.EscalatingRemediations) == 0 {
+		errs = append(errs, field.Required(escPath, "must have at least one entry"))
+	}
+	if len(spec.EscalatingRemediations) > remediationv1alpha1.MaxEscalatingRemediations {
+		errs = append(errs, field.TooMany(escPath, len(spec.EscalatingRemediations), remediationv1alpha1.MaxEscalatingRemediations))
+	}
+	orders := map[int]bool{}
+	for i := range spec.EscalatingRemediations {
+		e := &spec.EscalatingRemediations[i]
+		p := escPath.Index(i)
+		errs = append(errs, validateTemplateRef(&e.RemediationTemplate, p.Child("remediationTemplate"))...)
+		if orders[e.Order] {
+			errs = append(errs, field.Duplicate(p.Child("order"), e.Order))
+		}
+		orders[e.Order] = true
+		if e.Timeout.Duration < remediationv1alpha1.MinEscalationTimeout {
+			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.String(), "timeout must be at least 1m"))
+		}
+	}
+	return errs
+}
+
+func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if ref.APIVersion == "" {
+		errs = append(errs, field.Required(path.Child("apiVersion"), "apiVersion is required"))
+	} else if _, err := schema.ParseGroupVersion(ref.APIVersion); err != nil {
+		errs = append(errs, field.Invalid(path.Child("apiVersion"), ref.APIVersion, err.Error()))
+	}
+	switch {
+	case ref.Kind == "":
+		errs = append(errs, field.Required(path.Child("kind"), "kind is required"))
+	case !isTemplateKind(ref.Kind):
+		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, `kind must end with "Template"`))
+	}
+	if ref.Name == "" {
+		errs = append(errs, field.Required(path.Child("name"), "name is required"))
+	}
+	return errs
+}
+
+func isTemplateKind(kind string) bool {
+	return len(kind) > len(remediationv1alpha1.TemplateSuffix) && strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix)
+}
+
+// ValidateUpdate checks the rules that compare the old and new object: while any node has a running
+// remediation, the fields that decide which nodes are remediated and how cannot change.
+func ValidateUpdate(oldNHC, newNHC *remediationv1alpha1.NodeHealthCheck) field.ErrorList {
+	running := oldNHC.Status.NodesWithRunningRemediation()
+	if len(running) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("cannot change while remediation is running for node(s) %s; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",
+		strings.Join(running, ", "))
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(oldNHC.Spec.Selector, newNHC.Spec.Selector) {
+		errs = append(errs, field.Forbidden(specPath.Child("selector"), msg))
+	}
+	if !equality.Semantic.DeepEqual(oldNHC.Spec.RemediationTemplate, newNHC.Spec.RemediationTemplate) {
+		errs = append(errs, field.Forbidden(specPath.Child("remediationTemplate"), msg))
+	}
+	if !equality.Semantic.DeepEqual(oldNHC.Spec.EscalatingRemediations, newNHC.Spec.EscalatingRemediations) {
+		errs = append(errs, field.Forbidden(specPath.Child("escalatingRemediations"), msg))
+	}
+	return errs
+}
+
+// ValidateDelete refuses to delete a NodeHealthCheck while it remediates a node: its remediation CRs
+// would be garbage collected mid-flight and the node left half fenced. The message says how to proceed.
+func ValidateDelete(nhc *remediationv1alpha1.NodeHealthCheck) error {
+	running := nhc.Status.NodesWithRunningRemediation()
+	if len(running) == 0 {
+		return nil
+	}
+	return fmt.Errorf("remediation is running for node(s) %s; to delete this NodeHealthCheck, first set spec.pauseRequests so no new remediation starts, "+
+		"then wait until the node(s) are healthy and their remediations are gone, or delete their remediation CRs yourself", strings.Join(running, ", "))
+}
