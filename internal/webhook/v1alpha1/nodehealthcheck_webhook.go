@@ -112,11 +112,13 @@ type templateAt struct {
 	path *field.Path
 }
 
-func templatesWithPaths(spec *remediationv1alpha1.NodeHealthCheckSpec) []templateAt {
+// allTemplates returns every template reference of the spec with its field path: remediationTemplate
+// and the escalation steps in list order (a valid spec has only one of the two).
+func allTemplates(spec *remediationv1alpha1.NodeHealthCheckSpec) []templateAt {
+	var out []templateAt
 	if spec.RemediationTemplate != nil {
-		return []templateAt{{*spec.RemediationTemplate, specPath.Child("remediationTemplate")}}
+		out = append(out, templateAt{*spec.RemediationTemplate, specPath.Child("remediationTemplate")})
 	}
-	out := make([]templateAt, 0, len(spec.EscalatingRemediations))
 	for i, e := range spec.EscalatingRemediations {
 		out = append(out, templateAt{e.RemediationTemplate, specPath.Child("escalatingRemediations").Index(i).Child("remediationTemplate")})
 	}
@@ -129,7 +131,7 @@ func templatesWithPaths(spec *remediationv1alpha1.NodeHealthCheckSpec) []templat
 func validateTemplateLookups(ctx context.Context, spec *remediationv1alpha1.NodeHealthCheckSpec, lookup TemplateLookup) (field.ErrorList, admission.Warnings) {
 	var errs field.ErrorList
 	var warnings admission.Warnings
-	templates := templatesWithPaths(spec)
+	templates := allTemplates(spec)
 
 	for _, t := range templates {
 		gv, err := schema.ParseGroupVersion(t.ref.APIVersion)

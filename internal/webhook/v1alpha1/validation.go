@@ -42,7 +42,7 @@ func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList
 	errs = append(errs, validateTemplateChoice(spec)...)
 
 	if spec.StormCooldownDuration != nil && spec.StormCooldownDuration.Duration < 0 {
-		errs = append(errs, field.Invalid(specPath.Child("stormCooldownDuration"), spec.StormCooldownDuration.String(), "must not be negative"))
+		errs = append(errs, field.Invalid(specPath.Child("stormCooldownDuration"), spec.StormCooldownDuration.Duration.String(), "must not be negative"))
 	}
 	// healthyDelay may be negative: it then waits for manual confirmation.
 	return errs
@@ -60,7 +60,7 @@ func validateUnhealthyConditions(conds []remediationv1alpha1.UnhealthyCondition,
 			errs = append(errs, field.NotSupported(p.Child("status"), c.Status, supportedConditionStatuses))
 		}
 		if c.Duration.Duration < 0 {
-			errs = append(errs, field.Invalid(p.Child("duration"), c.Duration.String(), "must not be negative"))
+			errs = append(errs, field.Invalid(p.Child("duration"), c.Duration.Duration.String(), "must not be negative"))
 		}
 		// Webhook only: two entries for one type and status would give that condition two durations.
 		key := string(c.Type) + "=" + string(c.Status)
@@ -86,8 +86,9 @@ func validateBudget(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorLi
 	errs = append(errs, validateIntOrPercent(spec.MaxUnhealthy, specPath.Child("maxUnhealthy"))...)
 
 	if spec.MaxUnhealthy != nil {
-		for _, ref := range spec.TemplateRefs() {
-			if ref.Kind == remediationv1alpha1.MachineDeletionRemediationTemplateKind {
+		// Every reference counts, also where both template fields are (wrongly) set.
+		for _, t := range allTemplates(spec) {
+			if t.ref.Kind == remediationv1alpha1.MachineDeletionRemediationTemplateKind {
 				errs = append(errs, field.Forbidden(specPath.Child("maxUnhealthy"),
 					"maxUnhealthy cannot be used with MachineDeletionRemediationTemplate: deleted nodes break the unhealthy count; use minHealthy"))
 				break
@@ -146,7 +147,7 @@ func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field
 		}
 		orders[e.Order] = true
 		if e.Timeout.Duration < remediationv1alpha1.MinEscalationTimeout {
-			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.String(), "timeout must be at least 1m"))
+			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.Duration.String(), "timeout must be at least 1m"))
 		}
 	}
 	return errs

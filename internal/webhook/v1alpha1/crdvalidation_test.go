@@ -1,0 +1,72 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	celconfig "k8s.io/apiserver/pkg/apis/cel"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// crdValidator runs the generated CRD's OpenAPI constraints and CEL rules in process, with the API
+// server's own libraries, so fuzz targets can compare them with the webhook at thousands of inputs a
+// second. The envtest suite checks the same rules against a real API server.
+type crdValidator struct {
+	structural *structuralschema.Structural
+	schema     validation.SchemaValidator
+	cel        *cel.Validator
+}
+
+var (
+	crdValidatorOnce sync.Once
+	crdValidatorVal  *crdValidator
+	crdValidatorErr  error
+)
+
+func loadCRDValidator() (*crdValidator, error) {
+	crdValidatorOnce.Do(func() {
+		crd, err := testutil.LoadNHCCRD()
+		if err != nil {
+			crdValidatorErr = err
+			return
+		}
+		internal := &apiextensions.JSONSchemaProps{}
+		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, internal, nil); err != nil {
+			crdValidatorErr = err
+			return
+		}
+		s, err := structuralschema.NewStructural(internal)
+		if err != nil {
+			crdValidatorErr = err
+			return
+		}
+		sv, _, err := validation.NewSchemaValidator(internal)
+		if err != nil {
+			crdValidatorErr = err
+			return
+		}
+		crdValidatorVal = &crdValidator{structural: s, schema: sv, cel: cel.NewValidator(s, true, celconfig.PerCallLimit)}
+	})
+	return crdValidatorVal, crdValidatorErr
+}
+
+// validate returns what the API server would refuse of the JSON object, OpenAPI and CEL errors
+// together (the API server skips CEL when OpenAPI fails; here both always run).
+func (v *crdValidator) validate(ctx context.Context, raw []byte) (field.ErrorList, error) {
+	// The API server decodes numbers as int64 where they are integral; so does utiljson.
+	var obj map[string]any
+	if err := utiljson.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	errs := validation.ValidateCustomResource(nil, obj, v.schema)
+	celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
+	return append(errs, celErrs...), nil
+}
