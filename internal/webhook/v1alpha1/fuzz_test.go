@@ -270,4 +270,3 @@ func keys(m map[string]bool) []string {
 	slices.Sort(out)
 	return out
 }
-
