@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"crypto/tls"
+	"io"
+	"net/http"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/test/localcluster"
+)
+
+const leaseNamespace = "default"
+
+func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
+	o.Binary = managerBinary
+	o.Output = GinkgoWriter
+	m, err := cluster.StartManager(o)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		if !m.Exited() {
+			_ = m.Stop(30 * time.Second)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	Expect(m.WaitReady(ctx)).To(Succeed())
+	return m
+}
+
+// waitListening waits until something accepts connections at url; the metrics server starts
+// alongside the probes, not before them.
+func waitListening(client *http.Client, url string) {
+	Eventually(func() error {
+		resp, err := client.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+func get(client *http.Client, url, token string) (int, string) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	Expect(err).NotTo(HaveOccurred())
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+var insecureClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed metrics certificate
+}}
+
+// serviceAccountToken creates a service account, optionally allowed to read /metrics, and returns a
+// token for it.
+func serviceAccountToken(ctx context.Context, name string, mayReadMetrics bool) string {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	Expect(k8s.Create(ctx, sa)).To(Succeed())
+	if mayReadMetrics {
+		role := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		}
+		Expect(k8s.Create(ctx, role)).To(Succeed())
+		Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: "default"}},
+		})).To(Succeed())
+	}
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	Expect(err).NotTo(HaveOccurred())
+	tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
+}
+
+var _ = Describe("The manager binary", func() {
+	It("runs out of cluster from a kubeconfig, reports healthy and ready, and serves the webhooks", func(ctx SpecContext) {
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-webhooks"}})
+		code, _ := get(http.DefaultClient, "http://"+m.ProbeAddr+"/healthz", "")
+		Expect(code).To(Equal(http.StatusOK))
+
+		// A rule only the webhook can check (the template kind's scope) proves the webhook answers.
+		nhc := testutil.NewNHC("e2e-webhook")
+		nhc.Spec.RemediationTemplate.Namespace = ""
+		err := k8s.Create(ctx, nhc)
+		Expect(err).To(MatchError(And(ContainSubstring(`admission webhook "vnodehealthcheck.remediation.medik8s.io" denied the request`),
+			ContainSubstring("spec.remediationTemplate.namespace"))))
+
+		// Defaulting runs too.
+		nhc = testutil.NewNHC("e2e-defaulted")
+		nhc.Spec.MinHealthy = nil
+		Expect(k8s.Create(ctx, nhc)).To(Succeed())
+		Expect(nhc.Spec.MinHealthy).NotTo(BeNil())
+		Expect(k8s.Delete(ctx, nhc)).To(Succeed())
+	})
+
+	It("serves metrics over HTTPS only to authenticated and authorized clients", func(ctx SpecContext) {
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-metrics"}})
+		url := "https://" + m.MetricsAddr + "/metrics"
+		waitListening(insecureClient, url)
+
+		code, _ := get(insecureClient, url, "")
+		Expect(code).To(Equal(http.StatusUnauthorized))
+
+		code, _ = get(insecureClient, url, serviceAccountToken(ctx, "metrics-denied", false))
+		Expect(code).To(Equal(http.StatusForbidden))
+
+		code, body := get(insecureClient, url, serviceAccountToken(ctx, "metrics-reader", true))
+		Expect(code).To(Equal(http.StatusOK))
+		Expect(body).To(ContainSubstring("controller_runtime_webhook_requests_total"))
+	})
+
+	It("serves plain HTTP metrics with --metrics-secure=false", func() {
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-plain", "--metrics-secure=false"}})
+		waitListening(http.DefaultClient, "http://"+m.MetricsAddr+"/metrics")
+		code, body := get(http.DefaultClient, "http://"+m.MetricsAddr+"/metrics", "")
+		Expect(code).To(Equal(http.StatusOK))
+		Expect(body).To(ContainSubstring("go_goroutines"))
+	})
+
+	It("with two replicas, lets one lead, hands over when the leader stops, and exits cleanly on SIGTERM", func(ctx SpecContext) {
+		const id = "e2e-leader"
+		holder := func() string {
+			lease := &coordinationv1.Lease{}
+			if err := k8s.Get(ctx, clientKey(leaseNamespace, id), lease); err != nil || lease.Spec.HolderIdentity == nil {
+				return ""
+			}
+			return *lease.Spec.HolderIdentity
+		}
+
+		first := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=" + id}})
+		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		leader := holder()
+
+		port, err := localcluster.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		second := startManager(localcluster.ManagerOptions{WebhookPort: port, Args: []string{"--leader-election-id=" + id}})
+		Consistently(holder).WithTimeout(3 * time.Second).Should(Equal(leader), "the standby must not take the lease while the leader renews it")
+
+		start := time.Now()
+		Expect(first.Stop(30 * time.Second)).To(Succeed(), "SIGTERM must end the manager with exit code 0")
+		// The leader releases its lease on shutdown, so the standby takes over without waiting for
+		// the lease to expire (15s).
+		Eventually(holder).WithTimeout(14 * time.Second).Should(And(Not(BeEmpty()), Not(Equal(leader))))
+		GinkgoWriter.Printf("Leadership handed over %s after SIGTERM\n", time.Since(start))
+
+		Expect(second.Stop(30 * time.Second)).To(Succeed())
+	})
+
+	It("runs without the webhook server when --enable-webhooks=false", func(ctx SpecContext) {
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-nowebhook", "--enable-webhooks=false"}})
+		code, _ := get(http.DefaultClient, "http://"+m.ProbeAddr+"/readyz", "")
+		Expect(code).To(Equal(http.StatusOK))
+	})
+})

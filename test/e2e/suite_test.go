@@ -1,0 +1,61 @@
+// Package e2e runs the real manager binary against a local control plane.
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/test/localcluster"
+)
+
+var (
+	cluster *localcluster.Cluster
+	k8s     client.Client
+	scheme  = runtime.NewScheme()
+	// managerBinary is the manager under test: $MANAGER_BINARY, or built from cmd/manager.
+	managerBinary string
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "End-to-end suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
+	Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
+
+	managerBinary = os.Getenv("MANAGER_BINARY")
+	if managerBinary == "" {
+		managerBinary = filepath.Join(GinkgoT().TempDir(), "manager")
+		build := exec.Command("go", "build", "-o", managerBinary, "./cmd/manager")
+		build.Dir = testutil.RepoRoot()
+		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
+		Expect(build.Run()).To(Succeed())
+	}
+
+	var err error
+	cluster, err = localcluster.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var _ = AfterSuite(func() {
+	if cluster != nil {
+		Expect(cluster.Stop()).To(Succeed())
+	}
+})
