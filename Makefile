@@ -51,12 +51,16 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests und
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
+GENERATED := config/crd config/webhook config/rbac api/v1alpha1/zz_generated.deepcopy.go
+
 .PHONY: verify
-verify: manifests generate ## Regenerate everything and fail if anything generated is out of date.
-	@if [ -n "$$(git status --porcelain -- config api)" ]; then \
+verify: manifests generate ## Regenerate everything and fail if anything generated is out of date or code is unformatted.
+	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
 		echo "Generated files are out of date; run 'make manifests generate' and commit:"; \
-		git status --porcelain -- config api; git --no-pager diff --stat -- config api; exit 1; fi
-	@echo "Generated files are up to date."
+		git status --porcelain -- $(GENERATED); git --no-pager diff -- $(GENERATED) | head -50; exit 1; fi
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then \
+		echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	@echo "Generated files are up to date and the code is formatted."
 
 .PHONY: fmt
 fmt: ## Run gofmt on the code.

@@ -153,10 +153,10 @@ var _ = Describe("The manager binary", func() {
 		port, err := localcluster.FreePort()
 		Expect(err).NotTo(HaveOccurred())
 		second := startManager(localcluster.ManagerOptions{WebhookPort: port, Args: []string{"--leader-election-id=" + id}})
-		Consistently(holder).WithTimeout(3 * time.Second).Should(Equal(leader), "the standby must not take the lease while the leader renews it")
+		Consistently(holder).WithTimeout(3*time.Second).Should(Equal(leader), "the standby must not take the lease while the leader renews it")
 
 		start := time.Now()
-		Expect(first.Stop(30 * time.Second)).To(Succeed(), "SIGTERM must end the manager with exit code 0")
+		Expect(first.Stop(30*time.Second)).To(Succeed(), "SIGTERM must end the manager with exit code 0")
 		// The leader releases its lease on shutdown, so the standby takes over without waiting for
 		// the lease to expire (15s).
 		Eventually(holder).WithTimeout(14 * time.Second).Should(And(Not(BeEmpty()), Not(Equal(leader))))

@@ -153,11 +153,15 @@ func validateTemplateLookups(ctx context.Context, spec *remediationv1alpha1.Node
 		}
 	}
 
-	// Group the steps by template kind; only escalation can reference several templates.
+	// Group the escalation steps by template kind; only escalation references several templates.
 	byKind := map[schema.GroupKind][]templateAt{}
 	var kinds []schema.GroupKind
 	seenRef := map[corev1.ObjectReference]bool{}
-	for _, t := range templates {
+	escalationSteps := templates
+	if spec.RemediationTemplate != nil {
+		escalationSteps = templates[1:]
+	}
+	for _, t := range escalationSteps {
 		gv, err := schema.ParseGroupVersion(t.ref.APIVersion)
 		if err != nil || t.ref.Kind == "" || t.ref.Name == "" {
 			continue

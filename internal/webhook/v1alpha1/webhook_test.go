@@ -496,6 +496,16 @@ var _ = Describe("NodeHealthCheck admission", func() {
 		})
 	}
 
+	It("refuses a NodeHealthCheck without selector (schema, with or without webhook)", func(ctx SpecContext) {
+		for _, c := range []client.Client{webhookClient, celClient} {
+			u := fromYAML(referenceExampleTemplate)
+			unstructured.RemoveNestedField(u.Object, "spec", "selector")
+			err := c.Create(ctx, u)
+			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			Expect(causeFields(err)).To(ContainElement("spec.selector"))
+		}
+	})
+
 	Context("defaulting", func() {
 		It("fills empty unhealthyConditions and a missing budget with the API's defaults (webhook)", func(ctx SpecContext) {
 			nhc := testutil.NewNHC(uniqueName("nhc"))
