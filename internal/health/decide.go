@@ -1,0 +1,212 @@
+package health
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// Node is what a decision needs to know about one selected node.
+type Node struct {
+	// Name is the node's name.
+	Name string
+	// Conditions are the node's status conditions.
+	Conditions []corev1.NodeCondition
+	// Remediating is true while at least one remediation CR of this NodeHealthCheck exists for the
+	// node (including CRs that are being deleted).
+	Remediating bool
+}
+
+// SkipReason says why an unhealthy node gets no new remediation.
+type SkipReason string
+
+// Skip reasons, in the order Decide applies them.
+const (
+	// SkipDisabled: the NodeHealthCheck is disabled (missing or invalid template, conflicting MHC).
+	SkipDisabled SkipReason = "Disabled"
+	// SkipPaused: spec.pauseRequests is set.
+	SkipPaused SkipReason = "Paused"
+	// SkipUpgrade: a cluster upgrade is in progress or its state is not known yet.
+	SkipUpgrade SkipReason = "ClusterUpgrading"
+	// SkipInvalidBudget: minHealthy or maxUnhealthy cannot be resolved against the selected nodes.
+	SkipInvalidBudget SkipReason = "InvalidBudget"
+	// SkipThreshold: fewer healthy nodes than the budget requires.
+	SkipThreshold SkipReason = "HealthyNodeThreshold"
+)
+
+// Blocker keeps new remediations from starting; running ones continue.
+type Blocker struct {
+	// Reason is the skip reason reported for the nodes it blocks.
+	Reason SkipReason
+	// Message explains it to an administrator.
+	Message string
+}
+
+// Input is everything one NodeHealthCheck's decision depends on.
+type Input struct {
+	// Now is the current time.
+	Now time.Time
+	// Nodes are the nodes the selector selects.
+	Nodes []Node
+	// UnhealthyConditions are the spec's unhealthy conditions (defaults applied).
+	UnhealthyConditions []remediationv1alpha1.UnhealthyCondition
+	// MinHealthy and MaxUnhealthy are the spec's budget.
+	MinHealthy, MaxUnhealthy *intstr.IntOrString
+	// Blockers keep new remediations from starting, most important first.
+	Blockers []Blocker
+}
+
+// Action is what to do about one node.
+type Action int
+
+const (
+	// NoAction: the node is healthy and has no remediation.
+	NoAction Action = iota
+	// Wait: the node is soon unhealthy and has no remediation; look again at NodeHealth.Next.
+	Wait
+	// StartRemediation: the node is unhealthy, has no remediation, and nothing blocks one.
+	StartRemediation
+	// Skip: the node is unhealthy and has no remediation, but SkipReason blocks a new one.
+	Skip
+	// ContinueRemediation: the node is not healthy and its remediation runs.
+	ContinueRemediation
+	// Recovered: the node is healthy again and still has remediation CRs: remove them.
+	Recovered
+)
+
+func (a Action) String() string {
+	switch a {
+	case NoAction:
+		return "NoAction"
+	case Wait:
+		return "Wait"
+	case StartRemediation:
+		return "StartRemediation"
+	case Skip:
+		return "Skip"
+	case ContinueRemediation:
+		return "ContinueRemediation"
+	case Recovered:
+		return "Recovered"
+	}
+	return fmt.Sprintf("Action(%d)", int(a))
+}
+
+// NodeDecision is the decision about one node.
+type NodeDecision struct {
+	// Name is the node's name.
+	Name string
+	// Health is the node's health verdict.
+	Health NodeHealth
+	// Action is what to do.
+	Action Action
+	// SkipReason and SkipMessage say why Action is Skip.
+	SkipReason  SkipReason
+	SkipMessage string
+}
+
+// Decision is the verdict for one NodeHealthCheck.
+type Decision struct {
+	// Observed is the number of selected nodes.
+	Observed int
+	// Healthy is the number of selected nodes that are healthy and have no remediation left.
+	Healthy int
+	// MinHealthy is the resolved budget: new remediations start only while Healthy >= MinHealthy.
+	MinHealthy int
+	// BudgetErr is set when the budget cannot be resolved; no remediation starts then.
+	BudgetErr error
+	// Nodes holds a decision for every node that is not simply healthy (Action != NoAction), sorted
+	// by name.
+	Nodes []NodeDecision
+	// Next is the earliest time the decision changes without a new event; zero when nothing is
+	// pending. Controllers requeue at it.
+	Next time.Time
+}
+
+// Started returns the names of the nodes whose remediation starts now.
+func (d *Decision) Started() []string { return d.names(StartRemediation) }
+
+// Skipped returns the nodes that need a remediation that may not start now.
+func (d *Decision) Skipped() []NodeDecision {
+	var out []NodeDecision
+	for _, n := range d.Nodes {
+		if n.Action == Skip {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (d *Decision) names(a Action) []string {
+	var out []string
+	for _, n := range d.Nodes {
+		if n.Action == a {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+// Decide evaluates every selected node and decides, for one NodeHealthCheck, which nodes to start
+// remediating, which to skip and why, which remediations continue, and which nodes recovered.
+//
+// Safety rules: a node counts healthy only while it is healthy and has no remediation left; a new
+// remediation starts only for an Unhealthy node, only without blockers, and only while at least
+// MinHealthy nodes are healthy. Running remediations always continue.
+func Decide(in Input) Decision {
+	d := Decision{Observed: len(in.Nodes)}
+	d.MinHealthy, d.BudgetErr = MinHealthy(len(in.Nodes), in.MinHealthy, in.MaxUnhealthy)
+
+	for _, n := range in.Nodes {
+		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
+		if h.State == Healthy && !n.Remediating {
+			d.Healthy++
+		}
+		if !h.Next.IsZero() && (d.Next.IsZero() || h.Next.Before(d.Next)) {
+			d.Next = h.Next
+		}
+		nd := NodeDecision{Name: n.Name, Health: h}
+		switch {
+		case h.State == Healthy && n.Remediating:
+			nd.Action = Recovered
+		case h.State == Healthy:
+			continue
+		case n.Remediating:
+			nd.Action = ContinueRemediation
+		case h.State == SoonUnhealthy:
+			nd.Action = Wait
+		default:
+			nd.Action = StartRemediation // confirmed or downgraded to Skip below
+		}
+		d.Nodes = append(d.Nodes, nd)
+	}
+
+	// One gate for every new remediation of this NodeHealthCheck.
+	var reason SkipReason
+	var message string
+	switch {
+	case len(in.Blockers) > 0:
+		reason, message = in.Blockers[0].Reason, in.Blockers[0].Message
+	case d.BudgetErr != nil:
+		reason, message = SkipInvalidBudget, d.BudgetErr.Error()
+	case d.Healthy < d.MinHealthy:
+		reason = SkipThreshold
+		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required", d.Healthy, d.Observed, d.MinHealthy)
+	}
+	if reason != "" {
+		for i := range d.Nodes {
+			if d.Nodes[i].Action == StartRemediation {
+				d.Nodes[i].Action, d.Nodes[i].SkipReason, d.Nodes[i].SkipMessage = Skip, reason, message
+			}
+		}
+	}
+
+	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
+	return d
+}

@@ -1,0 +1,398 @@
+package health
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+var (
+	now      = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	defaults = remediationv1alpha1.DefaultUnhealthyConditions() // Ready False/Unknown for 300s
+)
+
+func ready(status corev1.ConditionStatus, since time.Duration) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-since))}
+}
+
+func cond(t corev1.NodeConditionType, status corev1.ConditionStatus, since time.Duration) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: t, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-since))}
+}
+
+func rule(t corev1.NodeConditionType, status corev1.ConditionStatus, d time.Duration) remediationv1alpha1.UnhealthyCondition {
+	return remediationv1alpha1.UnhealthyCondition{Type: t, Status: status, Duration: metav1.Duration{Duration: d}}
+}
+
+func TestEvaluateNode(t *testing.T) {
+	tests := []struct {
+		name       string
+		rules      []remediationv1alpha1.UnhealthyCondition
+		conditions []corev1.NodeCondition
+		want       State
+		since      time.Time // UnhealthySince
+		next       time.Time
+	}{
+		{name: "no conditions yet", rules: defaults, want: Healthy},
+		{name: "Ready=True", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour)}, want: Healthy},
+		{name: "Ready=False for exactly the duration", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, 5*time.Minute)},
+			want: Unhealthy, since: now},
+		{name: "Ready=Unknown for longer than the duration", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionUnknown, 8*time.Minute)},
+			want: Unhealthy, since: now.Add(-3 * time.Minute)},
+		{name: "Ready=False for less than the duration", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, 2*time.Minute)},
+			want: SoonUnhealthy, next: now.Add(3 * time.Minute)},
+		{name: "rebooting: Ready went Unknown -> False a minute ago", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, time.Minute)},
+			want: SoonUnhealthy, next: now.Add(4 * time.Minute)},
+		{name: "a condition type no rule names", rules: defaults, conditions: []corev1.NodeCondition{cond(corev1.NodeDiskPressure, corev1.ConditionTrue, time.Hour), ready(corev1.ConditionTrue, time.Hour)},
+			want: Healthy},
+		{name: "rules are OR-ed: the custom one matches",
+			rules:      append(defaults, rule(corev1.NodeDiskPressure, corev1.ConditionTrue, time.Minute)),
+			conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour), cond(corev1.NodeDiskPressure, corev1.ConditionTrue, 2*time.Minute)},
+			want:       Unhealthy, since: now.Add(-time.Minute)},
+		{name: "the earliest expired rule gives the unhealthy time",
+			rules:      []remediationv1alpha1.UnhealthyCondition{rule(corev1.NodeReady, corev1.ConditionFalse, 10*time.Minute), rule(corev1.NodeMemoryPressure, corev1.ConditionTrue, time.Minute)},
+			conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, 20*time.Minute), cond(corev1.NodeMemoryPressure, corev1.ConditionTrue, 5*time.Minute)},
+			want:       Unhealthy, since: now.Add(-10 * time.Minute)},
+		{name: "the earliest pending rule gives the next check",
+			rules:      []remediationv1alpha1.UnhealthyCondition{rule(corev1.NodeReady, corev1.ConditionFalse, 10*time.Minute), rule(corev1.NodeMemoryPressure, corev1.ConditionTrue, 3*time.Minute)},
+			conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, time.Minute), cond(corev1.NodeMemoryPressure, corev1.ConditionTrue, time.Minute)},
+			want:       SoonUnhealthy, next: now.Add(2 * time.Minute)},
+		{name: "zero duration is unhealthy at once", rules: []remediationv1alpha1.UnhealthyCondition{rule(corev1.NodeReady, corev1.ConditionFalse, 0)},
+			conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, 0)}, want: Unhealthy, since: now},
+		{name: "a transition time in the future counts as now", rules: defaults, conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, -time.Hour)},
+			want: SoonUnhealthy, next: now.Add(5 * time.Minute)},
+		{name: "no rules: always healthy", conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, time.Hour)}, want: Healthy},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := EvaluateNode(tt.rules, tt.conditions, now)
+			if got.State != tt.want || !got.UnhealthySince.Equal(tt.since) || !got.Next.Equal(tt.next) {
+				t.Errorf("got %v since %v next %v (%q), want %v since %v next %v", got.State, got.UnhealthySince, got.Next, got.Reason, tt.want, tt.since, tt.next)
+			}
+			if (got.State == Healthy) != (got.Reason == "") {
+				t.Errorf("reason %q does not fit state %v", got.Reason, got.State)
+			}
+		})
+	}
+}
+
+func TestMinHealthy(t *testing.T) {
+	i := func(v int32) *intstr.IntOrString { x := intstr.FromInt32(v); return &x }
+	s := func(v string) *intstr.IntOrString { x := intstr.FromString(v); return &x }
+	tests := []struct {
+		name     string
+		total    int
+		min, max *intstr.IntOrString
+		want     int
+		wantErr  bool
+	}{
+		// The table of the issue, for 10 nodes.
+		{name: "minHealthy 8", total: 10, min: i(8), want: 8},
+		{name: "minHealthy 80%", total: 10, min: s("80%"), want: 8},
+		{name: "minHealthy 75% rounds up", total: 10, min: s("75%"), want: 8},
+		{name: "minHealthy 0%", total: 10, min: s("0%"), want: 0},
+		{name: "minHealthy 100%", total: 10, min: s("100%"), want: 10},
+		{name: "maxUnhealthy 8", total: 10, max: i(8), want: 2},
+		{name: "maxUnhealthy 75% rounds up", total: 10, max: s("75%"), want: 2},
+		{name: "maxUnhealthy 100%", total: 10, max: s("100%"), want: 0},
+		{name: "maxUnhealthy 12 of 10", total: 10, max: i(12), wantErr: true},
+		// Numeric strings are integers.
+		{name: `minHealthy "3"`, total: 10, min: s("3"), want: 3},
+		{name: `maxUnhealthy "3"`, total: 10, max: s("3"), want: 7},
+		// More cases.
+		{name: "maxUnhealthy 0 needs every node healthy", total: 10, max: i(0), want: 10},
+		{name: "default is 51%", total: 10, want: 6},
+		{name: "default on 3 nodes", total: 3, want: 2},
+		{name: "minHealthy above total blocks without error", total: 3, min: i(5), want: 5},
+		{name: "no nodes", total: 0, min: s("51%"), want: 0},
+		{name: "both set", total: 10, min: i(1), max: i(1), wantErr: true},
+		{name: "garbage", total: 10, min: s("half"), wantErr: true},
+		{name: "negative", total: 10, min: i(-1), wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := MinHealthy(tt.total, tt.min, tt.max)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && got != tt.want {
+				t.Errorf("got %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+func node(name string, remediating bool, conditions ...corev1.NodeCondition) Node {
+	return Node{Name: name, Conditions: conditions, Remediating: remediating}
+}
+
+func TestDecide(t *testing.T) {
+	healthy := ready(corev1.ConditionTrue, time.Hour)
+	sick := ready(corev1.ConditionUnknown, 10*time.Minute)
+	soon := ready(corev1.ConditionFalse, time.Minute)
+	minHealthy := func(s string) *intstr.IntOrString { x := intstr.Parse(s); return &x }
+
+	tests := []struct {
+		name    string
+		in      Input
+		healthy int
+		actions map[string]Action
+		skip    SkipReason
+		next    time.Time
+	}{
+		{
+			name:    "an unhealthy node among healthy ones is remediated",
+			in:      Input{Nodes: []Node{node("a", false, healthy), node("b", false, sick), node("c", false, healthy)}},
+			healthy: 2, actions: map[string]Action{"b": StartRemediation},
+		},
+		{
+			name:    "a soon-unhealthy node waits, and the decision says when to look again",
+			in:      Input{Nodes: []Node{node("a", false, healthy), node("b", false, soon)}},
+			healthy: 1, actions: map[string]Action{"b": Wait}, next: now.Add(4 * time.Minute),
+		},
+		{
+			name:    "a node with a CR that is soon unhealthy keeps it (not healthy, not remediated anew)",
+			in:      Input{Nodes: []Node{node("a", false, healthy), node("b", true, soon)}},
+			healthy: 1, actions: map[string]Action{"b": ContinueRemediation}, next: now.Add(4 * time.Minute),
+		},
+		{
+			name:    "a healthy node with a CR recovered and does not count healthy yet",
+			in:      Input{Nodes: []Node{node("a", false, healthy), node("b", true, healthy)}},
+			healthy: 1, actions: map[string]Action{"b": Recovered},
+		},
+		{
+			name: "below the threshold no new remediation starts; running ones continue",
+			in: Input{MinHealthy: minHealthy("3"), Nodes: []Node{
+				node("a", false, healthy), node("b", false, healthy), node("c", true, sick), node("d", false, sick)}},
+			healthy: 2, actions: map[string]Action{"c": ContinueRemediation, "d": Skip}, skip: SkipThreshold,
+		},
+		{
+			name: "exactly at the threshold every unhealthy node starts",
+			in: Input{MinHealthy: minHealthy("2"), Nodes: []Node{
+				node("a", false, healthy), node("b", false, healthy), node("c", false, sick), node("d", false, sick)}},
+			healthy: 2, actions: map[string]Action{"c": StartRemediation, "d": StartRemediation},
+		},
+		{
+			name: "maxUnhealthy is converted to a threshold",
+			in: Input{MaxUnhealthy: minHealthy("1"), Nodes: []Node{
+				node("a", false, healthy), node("b", false, sick), node("c", false, sick)}},
+			healthy: 1, actions: map[string]Action{"b": Skip, "c": Skip}, skip: SkipThreshold,
+		},
+		{
+			name: "a blocker skips new remediations with its reason, before the threshold",
+			in: Input{Blockers: []Blocker{{Reason: SkipPaused, Message: "paused by admin"}}, Nodes: []Node{
+				node("a", false, healthy), node("b", false, sick), node("c", true, sick)}},
+			healthy: 1, actions: map[string]Action{"b": Skip, "c": ContinueRemediation}, skip: SkipPaused,
+		},
+		{
+			name:    "an invalid budget starts nothing",
+			in:      Input{MaxUnhealthy: minHealthy("5"), Nodes: []Node{node("a", false, healthy), node("b", false, sick)}},
+			healthy: 1, actions: map[string]Action{"b": Skip}, skip: SkipInvalidBudget,
+		},
+		{
+			name:    "no nodes selected",
+			in:      Input{},
+			actions: map[string]Action{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Now = now
+			if tt.in.UnhealthyConditions == nil {
+				tt.in.UnhealthyConditions = defaults
+			}
+			d := Decide(tt.in)
+			if d.Observed != len(tt.in.Nodes) || d.Healthy != tt.healthy {
+				t.Errorf("observed %d healthy %d, want %d and %d", d.Observed, d.Healthy, len(tt.in.Nodes), tt.healthy)
+			}
+			got := map[string]Action{}
+			for _, n := range d.Nodes {
+				got[n.Name] = n.Action
+				if n.Action == Skip && (n.SkipReason != tt.skip || n.SkipMessage == "") {
+					t.Errorf("%s skipped for %q (%q), want %q with a message", n.Name, n.SkipReason, n.SkipMessage, tt.skip)
+				}
+			}
+			if len(got) != len(tt.actions) {
+				t.Errorf("actions %v, want %v", got, tt.actions)
+			}
+			for name, want := range tt.actions {
+				if got[name] != want {
+					t.Errorf("%s: %v, want %v", name, got[name], want)
+				}
+			}
+			if !d.Next.Equal(tt.next) {
+				t.Errorf("next %v, want %v", d.Next, tt.next)
+			}
+		})
+	}
+}
+
+func TestDecideBudgetError(t *testing.T) {
+	x := intstr.FromInt32(3)
+	d := Decide(Input{Now: now, UnhealthyConditions: defaults, MaxUnhealthy: &x, Nodes: []Node{node("a", false, ready(corev1.ConditionFalse, time.Hour))}})
+	if d.BudgetErr == nil || len(d.Started()) != 0 {
+		t.Fatalf("want a budget error and nothing started, got %v and %v", d.BudgetErr, d.Started())
+	}
+}
+
+// simulation is a cluster whose nodes' Ready condition flips at random while the operator applies
+// Decide's actions: started remediations create a CR, recovered nodes lose theirs.
+type simulation struct {
+	rng      *rand.Rand
+	now      time.Time
+	nodes    []Node
+	rules    []remediationv1alpha1.UnhealthyCondition
+	min, max *intstr.IntOrString
+	blockers []Blocker
+}
+
+func (s *simulation) step(t *testing.T) {
+	// Change the world: some nodes flip Ready, time passes.
+	for i := range s.nodes {
+		if s.rng.IntN(6) == 0 {
+			status := []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown}[s.rng.IntN(3)]
+			if len(s.nodes[i].Conditions) == 0 || s.nodes[i].Conditions[0].Status != status {
+				s.nodes[i].Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: metav1.NewTime(s.now)}}
+			}
+		}
+	}
+	s.now = s.now.Add(time.Duration(s.rng.IntN(600)) * time.Second)
+
+	d := Decide(Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers})
+	checkDecision(t, d, s.nodes, s.now)
+
+	started := map[string]bool{}
+	for _, name := range d.Started() {
+		started[name] = true
+	}
+	recovered := map[string]bool{}
+	for _, n := range d.Nodes {
+		if n.Action == Recovered {
+			recovered[n.Name] = true
+		}
+	}
+	remediating := 0
+	for i := range s.nodes {
+		if started[s.nodes[i].Name] {
+			s.nodes[i].Remediating = true
+		}
+		if recovered[s.nodes[i].Name] {
+			s.nodes[i].Remediating = false
+		}
+		if s.nodes[i].Remediating {
+			remediating++
+		}
+	}
+	// The budget: a step that starts remediations leaves at most total - MinHealthy nodes remediating.
+	if len(started) > 0 && remediating > len(s.nodes)-d.MinHealthy {
+		t.Fatalf("%d nodes remediating after starting %v, the budget allows %d of %d", remediating, d.Started(), len(s.nodes)-d.MinHealthy, len(s.nodes))
+	}
+}
+
+// checkDecision asserts the safety rules that hold for every decision.
+func checkDecision(t *testing.T, d Decision, nodes []Node, now time.Time) {
+	t.Helper()
+	byName := map[string]Node{}
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	if d.Observed != len(nodes) || d.Healthy > d.Observed {
+		t.Fatalf("counts observed %d healthy %d for %d nodes", d.Observed, d.Healthy, len(nodes))
+	}
+	if len(d.Started()) > 0 && (d.BudgetErr != nil || d.Healthy < d.MinHealthy) {
+		t.Fatalf("started %v with %d healthy of %d required (budget error %v)", d.Started(), d.Healthy, d.MinHealthy, d.BudgetErr)
+	}
+	for _, nd := range d.Nodes {
+		n := byName[nd.Name]
+		switch nd.Action {
+		case StartRemediation, Skip:
+			if nd.Health.State != Unhealthy || n.Remediating {
+				t.Fatalf("%v for %s which is %v (remediating %v)", nd.Action, nd.Name, nd.Health.State, n.Remediating)
+			}
+		case Recovered:
+			if nd.Health.State != Healthy || !n.Remediating {
+				t.Fatalf("recovered %s which is %v (remediating %v)", nd.Name, nd.Health.State, n.Remediating)
+			}
+		case ContinueRemediation:
+			if nd.Health.State == Healthy || !n.Remediating {
+				t.Fatalf("continue %s which is %v (remediating %v)", nd.Name, nd.Health.State, n.Remediating)
+			}
+		case Wait:
+			if nd.Health.State != SoonUnhealthy {
+				t.Fatalf("wait on %s which is %v", nd.Name, nd.Health.State)
+			}
+		}
+	}
+	if !d.Next.IsZero() && !d.Next.After(now) {
+		t.Fatalf("next check %v is not after now %v", d.Next, now)
+	}
+}
+
+// TestBudgetHoldsOverRandomHistories is the property test: over random node histories and budgets,
+// no decision starts a remediation beyond what the budget allows, and every decision obeys the
+// safety rules.
+func TestBudgetHoldsOverRandomHistories(t *testing.T) {
+	budgets := []string{"51%", "0%", "100%", "3", "80%", "1"}
+	for seed := uint64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, seed*7919))
+		s := &simulation{rng: rng, now: now, rules: defaults}
+		for i := range 1 + rng.IntN(15) {
+			s.nodes = append(s.nodes, Node{Name: string(rune('a' + i)), Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour)}})
+		}
+		b := intstr.Parse(budgets[rng.IntN(len(budgets))])
+		if rng.IntN(2) == 0 {
+			s.min = &b
+		} else if b.Type == intstr.Int && b.IntVal <= int32(len(s.nodes)) || b.Type == intstr.String {
+			s.max = &b
+		}
+		if rng.IntN(5) == 0 {
+			s.blockers = []Blocker{{Reason: SkipPaused, Message: "paused"}}
+		}
+		for range 200 {
+			s.step(t)
+			if t.Failed() {
+				t.Fatalf("seed %d", seed)
+			}
+		}
+		if s.blockers != nil {
+			for _, n := range s.nodes {
+				if n.Remediating {
+					t.Fatalf("seed %d: %s remediated although every step was blocked", seed, n.Name)
+				}
+			}
+		}
+	}
+}
+
+// FuzzDecide: arbitrary node sets, conditions and budgets never make Decide panic or break a safety
+// rule.
+func FuzzDecide(f *testing.F) {
+	f.Add([]byte{3, 1, 2, 0, 1, 5, 200, 17}, "51%", int64(0))
+	f.Add([]byte{0, 0, 0, 0, 0, 0}, "3", int64(600))
+	f.Add([]byte{9, 9, 9, 2, 1, 1, 1}, "100%", int64(-5))
+	f.Fuzz(func(t *testing.T, data []byte, budget string, skewSeconds int64) {
+		statuses := []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown, ""}
+		var nodes []Node
+		for i := 0; i+2 < len(data) && len(nodes) < 64; i += 3 {
+			n := Node{Name: string(rune('a'+len(nodes)%26)) + string(rune('0'+len(nodes)/26)), Remediating: data[i]&1 == 1}
+			if data[i]&2 == 0 {
+				n.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: statuses[int(data[i+1])%len(statuses)],
+					LastTransitionTime: metav1.NewTime(now.Add(-time.Duration(data[i+2]) * 5 * time.Second).Add(time.Duration(skewSeconds%100000) * time.Second))}}
+			}
+			nodes = append(nodes, n)
+		}
+		b := intstr.Parse(budget)
+		in := Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults}
+		if len(data) > 0 && data[0]&4 == 4 {
+			in.MaxUnhealthy = &b
+		} else {
+			in.MinHealthy = &b
+		}
+		checkDecision(t, Decide(in), nodes, now)
+	})
+}
