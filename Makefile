@@ -26,7 +26,7 @@ endif
 export KUBEBUILDER_ASSETS
 
 # Short fuzz runs that are part of `make test`; `make fuzz FUZZTIME=5m` runs longer.
-FUZZTIME ?= 10s
+FUZZTIME ?= 15s
 FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL ./internal/health:FuzzDecide
 GO_TEST_FLAGS ?= -timeout 20m
 
@@ -78,7 +78,7 @@ test: $(CONTROLPLANE_DEP) vet ## Run all tests on a real control plane (envtest)
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
-fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 10s).
+fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo ">> fuzz $$fn ($$pkg, $(FUZZTIME))"; \
