@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 )
 
@@ -115,7 +117,7 @@ func run(o *options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	mgrOpts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
@@ -129,9 +131,19 @@ func run(o *options) error {
 			CertDir: o.webhookCertDir,
 			TLSOpts: tlsOpts,
 		}),
-	})
+	}
+	nhc.ConfigureManager(&mgrOpts)
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	if err := (&nhc.Reconciler{
+		Client:   mgr.GetClient(),
+		Clock:    clock.RealClock{},
+		Recorder: mgr.GetEventRecorder(nhc.ControllerName),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
 
 	if o.enableWebhooks {

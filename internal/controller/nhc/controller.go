@@ -1,0 +1,220 @@
+package nhc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// ControllerName names the controller in logs, metrics and events.
+const ControllerName = "nodehealthcheck"
+
+// +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
+// +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// Reconciler evaluates NodeHealthChecks and writes their status. Template and remediation CR kinds
+// are watched dynamically, each once, from the first reconcile that references them.
+type Reconciler struct {
+	client.Client
+	// Clock tells the time; a fake clock in tests.
+	Clock clock.PassiveClock
+	// Recorder emits events.
+	Recorder events.EventRecorder
+
+	cache      cache.Cache
+	controller controller.Controller
+	mu         sync.Mutex
+	watched    map[schema.GroupVersionKind]bool
+}
+
+// SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
+// annotations or conditions; heartbeats are dropped) and CRDs (a remediator installed later enables
+// a disabled NodeHealthCheck at once).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.cache = mgr.GetCache()
+	r.watched = map[schema.GroupVersionKind]bool{}
+	crd := &metav1.PartialObjectMetadata{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(NodeChangePredicate())).
+		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return false },
+		})).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.controller = c
+	return nil
+}
+
+// Reconcile evaluates one NodeHealthCheck: gather, decide, one status write when it changed, and a
+// requeue at the next deadline.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	stored := &remediationv1alpha1.NodeHealthCheck{}
+	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !stored.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	nhc := stored.DeepCopy()
+	remediationv1alpha1.SetDefaults(nhc) // objects admitted without the webhook
+	now := r.Clock.Now()
+
+	problem, err := checkTemplates(ctx, r, &nhc.Spec)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.ensureWatches(&nhc.Spec); err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes, err := selectedNodes(ctx, r, &nhc.Spec.Selector)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	crs, err := remediationCRs(ctx, r, nhc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	in := health.Input{Now: now, UnhealthyConditions: nhc.Spec.UnhealthyConditions, MinHealthy: nhc.Spec.MinHealthy, MaxUnhealthy: nhc.Spec.MaxUnhealthy}
+	for _, n := range nodes {
+		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0})
+	}
+	if problem != nil {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})
+	}
+	if len(nhc.Spec.PauseRequests) > 0 {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", nhc.Spec.PauseRequests)})
+	}
+	d := health.Decide(in)
+
+	status := buildStatus(stored, d, crs, problem, now)
+	if !equality.Semantic.DeepEqual(status, stored.Status) {
+		updated := stored.DeepCopy()
+		updated.Status = status
+		if err := r.Status().Update(ctx, updated); err != nil {
+			if apierrors.IsNotFound(err) {
+				return ctrl.Result{}, nil // deleted meanwhile
+			}
+			return ctrl.Result{}, fmt.Errorf("updating status: %w", err) // a conflict: stale cache, retried
+
+		}
+		r.emitTransitionEvents(stored, updated, d)
+		log.V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
+	}
+
+	if d.Next.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: d.Next.Sub(now)}, nil
+}
+
+// ensureWatches starts watching each referenced template kind (enqueue the NodeHealthChecks that
+// reference it) and remediation kind (enqueue the owning NodeHealthCheck), once per kind. Kinds the
+// API server does not serve yet are retried on the next reconcile, which the CRD watch triggers.
+func (r *Reconciler) ensureWatches(spec *remediationv1alpha1.NodeHealthCheckSpec) error {
+	if r.controller == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ref := range spec.TemplateRefs() {
+		for _, w := range []struct {
+			gvk schema.GroupVersionKind
+			fn  handler.MapFunc
+		}{
+			{ref.GroupVersionKind(), r.nhcsReferencing},
+			{RemediationGVK(ref), ownerNHC},
+		} {
+			if r.watched[w.gvk] {
+				continue
+			}
+			obj := &unstructured.Unstructured{}
+			obj.SetGroupVersionKind(w.gvk)
+			err := r.controller.Watch(source.Kind[client.Object](r.cache, obj, handler.EnqueueRequestsFromMapFunc(w.fn)))
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("watching %s: %w", w.gvk, err)
+			}
+			r.watched[w.gvk] = true
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing NodeHealthChecks")
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, n := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+	}
+	return reqs
+}
+
+func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object) []reconcile.Request {
+	list := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := r.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing NodeHealthChecks")
+		return nil
+	}
+	gvk := template.GetObjectKind().GroupVersionKind()
+	var reqs []reconcile.Request
+	for _, n := range list.Items {
+		for _, ref := range n.Spec.TemplateRefs() {
+			if ref.GroupVersionKind().GroupKind() == gvk.GroupKind() && ref.Name == template.GetName() && ref.Namespace == template.GetNamespace() {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+				break
+			}
+		}
+	}
+	return reqs
+}
+
+func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, o := range cr.GetOwnerReferences() {
+		if o.Kind == "NodeHealthCheck" && o.APIVersion == remediationv1alpha1.GroupVersion.String() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: o.Name}})
+		}
+	}
+	return reqs
+}

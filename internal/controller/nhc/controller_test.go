@@ -1,0 +1,247 @@
+package nhc_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+func phaseOf(st remediationv1alpha1.NodeHealthCheckStatus) remediationv1alpha1.NHCPhase {
+	return st.Phase
+}
+
+func counts(observed, healthy int) OmegaMatcher {
+	return And(
+		WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) *int { return st.ObservedNodes }, PointTo(Equal(observed))),
+		WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) *int { return st.HealthyNodes }, PointTo(Equal(healthy))),
+	)
+}
+
+var _ = Describe("NodeHealthCheck evaluation", func() {
+	It("1. selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
+		group := unique("g")
+		a := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, unique("other"), corev1.ConditionTrue, time.Hour)
+		n := newNHC(ctx, group)
+		Eventually(status(ctx, n)).Should(And(counts(2, 2), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		a.Labels[groupLabel] = "elsewhere"
+		Expect(k8s.Update(ctx, a)).To(Succeed())
+		Eventually(status(ctx, n)).Should(counts(1, 1))
+	})
+
+	It("2. finds a node unhealthy only once a condition matched for its duration", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := newNode(ctx, group, corev1.ConditionFalse, 0)
+		n := newNHC(ctx, group)
+
+		// Soon unhealthy: not healthy, not remediated.
+		Eventually(status(ctx, n)).Should(counts(3, 2))
+		Consistently(func() []string { return listed(status(ctx, n)()) }).WithTimeout(time.Second).Should(BeEmpty())
+
+		step(ctx, 5*time.Minute)
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		st := status(ctx, n)()
+		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseRemediating))
+		Expect(st.Reason).To(ContainSubstring(sick.Name))
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
+	})
+
+	It("2. keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := newNode(ctx, group, corev1.ConditionUnknown, 10*time.Minute)
+		n := newNHC(ctx, group)
+		newCR(ctx, n, sick.Name)
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+
+		setReady(ctx, sick, corev1.ConditionFalse, 0) // rebooting
+		Consistently(status(ctx, n)).WithTimeout(time.Second).Should(And(
+			counts(3, 2),
+			WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) []remediationv1alpha1.UnhealthyNode {
+				return st.UnhealthyNodes
+			},
+				ConsistOf(MatchFields(IgnoreExtras, Fields{"Name": Equal(sick.Name), "Remediations": HaveLen(1), "ConditionsHealthyTimestamp": BeNil()}))),
+		))
+	})
+
+	DescribeTable("3. starts no new remediation below the healthy-node threshold, and says why",
+		func(ctx SpecContext, budget func(*remediationv1alpha1.NodeHealthCheck)) {
+			group := unique("g")
+			newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			newNode(ctx, group, corev1.ConditionFalse, time.Hour)
+			n := newNHC(ctx, group, budget)
+			Eventually(status(ctx, n)).Should(And(counts(3, 2), WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) string { return st.Reason },
+				ContainSubstring("2 of 3 selected nodes are healthy, 3 required"))))
+			Expect(listed(status(ctx, n)())).To(BeEmpty())
+			Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonRemediationSkipped))
+		},
+		Entry("minHealthy 3", func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(3); n.Spec.MinHealthy = &v }),
+		Entry(`minHealthy "100%"`, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromString("100%"); n.Spec.MinHealthy = &v }),
+		Entry(`maxUnhealthy "0"`, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromString("0")
+			n.Spec.MinHealthy, n.Spec.MaxUnhealthy = nil, &v
+		}),
+	)
+
+	It("3. counts a healthy node with a remaining CR as not healthy", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		recovered := newNode(ctx, group, corev1.ConditionTrue, time.Minute)
+		n := newNHC(ctx, group)
+		newCR(ctx, n, recovered.Name)
+		Eventually(status(ctx, n)).Should(counts(2, 1))
+	})
+
+	It("5. marks a recovered node and lists it until its CRs are really gone", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := newNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := newNHC(ctx, group)
+		cr := newCR(ctx, n, sick.Name)
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+
+		setReady(ctx, sick, corev1.ConditionTrue, 0)
+		Eventually(func() *metav1.Time {
+			st := status(ctx, n)()
+			if len(st.UnhealthyNodes) != 1 {
+				return nil
+			}
+			return st.UnhealthyNodes[0].ConditionsHealthyTimestamp
+		}).ShouldNot(BeNil())
+		Expect(status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(fakeClock.Now()))
+
+		Expect(k8s.Delete(ctx, cr)).To(Succeed())
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
+		Eventually(status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
+	})
+
+	It("6. prunes the status entry of a node that was deleted", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := newNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := newNHC(ctx, group)
+		newCR(ctx, n, sick.Name)
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		Expect(k8s.Delete(ctx, sick)).To(Succeed())
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
+	})
+
+	It("7. is disabled while its template is missing, and enabled when it appears", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = "created-later" })
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
+		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
+			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound)})))
+		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
+		Expect(listed(status(ctx, n)())).To(BeEmpty(), "a disabled NodeHealthCheck starts no remediation")
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+
+		t := testutil.TestTemplateRef("created-later")
+		createTemplateNamed(ctx, t.Name, true)
+		Eventually(func() remediationv1alpha1.NHCPhase { return status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		Expect(meta.IsStatusConditionFalse(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)).To(BeTrue())
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonEnabled))
+	})
+
+	It("7. is disabled by a template without spec.template", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		name := newTemplate(ctx, false)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = name })
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
+		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
+			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid)})))
+	})
+
+	It("7. is disabled by a template kind the API server does not know", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: "unknown.example.com/v1", Kind: "UnknownRemediationTemplate", Namespace: "default", Name: "x"}
+		})
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
+		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
+			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound)})))
+	})
+
+	It("8. starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		running := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		waiting := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.PauseRequests = []string{"upgrade by @admin"}
+			v := intstr.FromInt32(1)
+			n.Spec.MinHealthy = &v
+		})
+		newCR(ctx, n, running.Name)
+		Eventually(status(ctx, n)).Should(And(WithTransform(phaseOf, Equal(remediationv1alpha1.PhasePaused)),
+			WithTransform(listed, ConsistOf(running.Name))))
+		Expect(status(ctx, n)().Reason).To(ContainSubstring("upgrade by @admin"))
+
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Spec.PauseRequests = nil
+		Expect(k8s.Update(ctx, n)).To(Succeed())
+		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(running.Name, waiting.Name))
+	})
+
+	It("9. writes status only when it changes, with lastUpdateTime, and requeues at the next deadline", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		newNode(ctx, group, corev1.ConditionFalse, 2*time.Minute) // due in 3 minutes
+		n := newNHC(ctx, group)
+		Eventually(status(ctx, n)).Should(counts(2, 1))
+		st := status(ctx, n)()
+		Expect(st.LastUpdateTime).NotTo(BeNil())
+		Expect(st.InFlightRemediations).To(BeEmpty())
+
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+		rv := got.ResourceVersion
+		poke(ctx)
+		poke(ctx)
+		Consistently(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+			return got.ResourceVersion
+		}).WithTimeout(time.Second).Should(Equal(rv), "a reconcile that changes nothing must not write")
+
+		res, err := reconciler.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.RequeueAfter).To(Equal(3 * time.Minute))
+	})
+})
+
+func createTemplateNamed(ctx SpecContext, name string, withSpecTemplate bool) {
+	t := testutil.TestTemplateRef(name)
+	u := templateObject(t.Name, withSpecTemplate)
+	Expect(k8s.Create(ctx, u)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, u))).To(Succeed()) })
+}

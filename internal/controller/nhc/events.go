@@ -1,0 +1,49 @@
+package nhc
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// Event reasons, the public operator's, so that existing alerts and dashboards keep working.
+const (
+	EventReasonDisabled           = "Disabled"
+	EventReasonEnabled            = "Enabled"
+	EventReasonDetectedUnhealthy  = "DetectedUnhealthy"
+	EventReasonRemediationSkipped = "RemediationSkipped"
+)
+
+// emitTransitionEvents emits events for what changed between the old and new status: the Disabled
+// condition flipping, nodes newly approved for remediation, and a new reason for skipping.
+func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.NodeHealthCheck, d health.Decision) {
+	if r.Recorder == nil {
+		return
+	}
+	was := meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
+	now := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
+	if now != nil && (was == nil || was.Status != now.Status) {
+		if now.Status == "True" {
+			r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonDisabled, "Disable", "%s", now.Message)
+		} else if was != nil {
+			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonEnabled, "Enable", "%s", now.Message)
+		}
+	}
+
+	listed := map[string]bool{}
+	for _, n := range old.Status.UnhealthyNodes {
+		listed[n.Name] = true
+	}
+	for _, n := range updated.Status.UnhealthyNodes {
+		if !listed[n.Name] && n.ConditionsHealthyTimestamp == nil {
+			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect", "Node %s is unhealthy", n.Name)
+		}
+	}
+
+	if skipped := d.Skipped(); len(skipped) > 0 && old.Status.Reason != updated.Status.Reason {
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+			"Skipped remediation of %d unhealthy node(s) (%s): %s", len(skipped), skipped[0].SkipReason, skipped[0].SkipMessage)
+	}
+}

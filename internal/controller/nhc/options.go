@@ -1,0 +1,22 @@
+package nhc
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// ConfigureManager sets the manager options the controllers rely on: reads of unstructured objects
+// (templates and remediation CRs, whose kinds are only known at run time) are served from the shared
+// cache, and cached Nodes are trimmed to what decisions read.
+func ConfigureManager(o *ctrl.Options) {
+	if o.Client.Cache == nil {
+		o.Client.Cache = &client.CacheOptions{}
+	}
+	o.Client.Cache.Unstructured = true
+	if o.Cache.ByObject == nil {
+		o.Cache.ByObject = map[client.Object]cache.ByObject{}
+	}
+	o.Cache.ByObject[&corev1.Node{}] = cache.ByObject{Transform: TrimNode}
+}

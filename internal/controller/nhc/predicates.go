@@ -1,0 +1,57 @@
+package nhc
+
+import (
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+)
+
+// NodeChangePredicate passes node creations and deletions, and updates that change what decisions
+// read: labels, annotations, or a condition's type, status or transition time. A heartbeat, which
+// only moves lastHeartbeatTime, passes nothing.
+func NodeChangePredicate() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldNode, ok1 := e.ObjectOld.(*corev1.Node)
+			newNode, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return !maps.Equal(oldNode.Labels, newNode.Labels) ||
+				!maps.Equal(oldNode.Annotations, newNode.Annotations) ||
+				!sameConditions(oldNode.Status.Conditions, newNode.Status.Conditions)
+		},
+	}
+}
+
+func sameConditions(a, b []corev1.NodeCondition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type || a[i].Status != b[i].Status || !a[i].LastTransitionTime.Equal(&b[i].LastTransitionTime) {
+			return false
+		}
+	}
+	return true
+}
+
+// TrimNode is a cache transform that keeps of a Node only what decisions read (metadata without
+// managed fields, and the conditions), so the node cache stays small on large clusters.
+func TrimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	trimmed := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: n.ObjectMeta}
+	trimmed.ManagedFields = nil
+	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
+	trimmed.Spec.Taints = n.Spec.Taints
+	trimmed.Status.Conditions = n.Status.Conditions
+	for i := range trimmed.Status.Conditions {
+		trimmed.Status.Conditions[i].Message = ""
+	}
+	return trimmed, nil
+}

@@ -1,0 +1,75 @@
+package nhc
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+)
+
+func testNode() *corev1.Node {
+	t := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, Annotations: map[string]string{"x": "y"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: t, LastHeartbeatTime: t, Message: "kubelet is posting ready status"}},
+			Images:     []corev1.ContainerImage{{Names: []string{"big/image:1"}, SizeBytes: 1 << 30}},
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
+		},
+	}
+}
+
+func TestNodeChangePredicate(t *testing.T) {
+	p := NodeChangePredicate()
+	tests := []struct {
+		name   string
+		change func(*corev1.Node)
+		want   bool
+	}{
+		{"heartbeat only", func(n *corev1.Node) {
+			n.Status.Conditions[0].LastHeartbeatTime.Time = n.Status.Conditions[0].LastHeartbeatTime.Add(time.Minute)
+		}, false},
+		{"condition message only", func(n *corev1.Node) { n.Status.Conditions[0].Message = "other" }, false},
+		{"images only", func(n *corev1.Node) { n.Status.Images = nil }, false},
+		{"condition status", func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }, true},
+		{"condition transition time", func(n *corev1.Node) {
+			n.Status.Conditions[0].LastTransitionTime.Time = n.Status.Conditions[0].LastTransitionTime.Add(time.Second)
+		}, true},
+		{"condition added", func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse})
+		}, true},
+		{"label", func(n *corev1.Node) { n.Labels["a"] = "c" }, true},
+		{"annotation", func(n *corev1.Node) { n.Annotations["x"] = "z" }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oldNode, newNode := testNode(), testNode()
+			tt.change(newNode)
+			if got := p.Update(event.UpdateEvent{ObjectOld: oldNode, ObjectNew: newNode}); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+	if !p.Create(event.CreateEvent{Object: testNode()}) || !p.Delete(event.DeleteEvent{Object: testNode()}) {
+		t.Error("creations and deletions must pass")
+	}
+}
+
+func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
+	n := testNode()
+	out, err := TrimNode(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := out.(*corev1.Node)
+	if trimmed.Labels["a"] != "b" || trimmed.Annotations["x"] != "y" || len(trimmed.Status.Conditions) != 1 ||
+		trimmed.Status.Conditions[0].Status != corev1.ConditionTrue || trimmed.Status.Conditions[0].LastTransitionTime.IsZero() {
+		t.Errorf("lost what decisions read: %+v", trimmed)
+	}
+	if trimmed.ManagedFields != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.KubeletVersion != "" || trimmed.Status.Conditions[0].Message != "" {
+		t.Errorf("kept what decisions do not read: %+v", trimmed)
+	}
+}

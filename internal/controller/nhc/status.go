@@ -1,0 +1,120 @@
+package nhc
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// buildStatus turns a decision into the NodeHealthCheck's next status. It keeps what only the old
+// status knows (when a node turned healthy, timeouts recorded for CRs) and sets lastUpdateTime only
+// when something else changed.
+func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, crs map[string][]unstructured.Unstructured,
+	problem *templateProblem, now time.Time) remediationv1alpha1.NodeHealthCheckStatus {
+	old := &nhc.Status
+	st := remediationv1alpha1.NodeHealthCheckStatus{
+		ObservedNodes: ptr(d.Observed),
+		HealthyNodes:  ptr(d.Healthy),
+		Conditions:    slices.Clone(old.Conditions),
+	}
+
+	oldEntries := map[string]*remediationv1alpha1.UnhealthyNode{}
+	for i := range old.UnhealthyNodes {
+		oldEntries[old.UnhealthyNodes[i].Name] = &old.UnhealthyNodes[i]
+	}
+	for _, n := range d.Nodes {
+		var entry remediationv1alpha1.UnhealthyNode
+		switch n.Action {
+		case health.StartRemediation, health.ContinueRemediation:
+			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name])}
+		case health.Recovered:
+			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name])}
+			entry.ConditionsHealthyTimestamp = &metav1.Time{Time: now}
+			if o := oldEntries[n.Name]; o != nil && o.ConditionsHealthyTimestamp != nil {
+				entry.ConditionsHealthyTimestamp = o.ConditionsHealthyTimestamp
+			}
+		default:
+			continue // healthy without CRs, soon unhealthy, or skipped: not listed
+		}
+		st.UnhealthyNodes = append(st.UnhealthyNodes, entry)
+	}
+
+	disabled := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDisabled, Status: metav1.ConditionFalse,
+		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled", ObservedGeneration: nhc.Generation}
+	if problem != nil {
+		disabled.Status, disabled.Reason, disabled.Message = metav1.ConditionTrue, problem.reason, problem.message
+	}
+	meta.SetStatusCondition(&st.Conditions, disabled)
+
+	st.Phase, st.Reason = phase(nhc, st.UnhealthyNodes, d, problem)
+
+	st.LastUpdateTime = old.LastUpdateTime
+	cmp := st.DeepCopy()
+	cmp.LastUpdateTime = nil
+	oldCmp := old.DeepCopy()
+	oldCmp.LastUpdateTime = nil
+	if !equality.Semantic.DeepEqual(cmp, oldCmp) {
+		st.LastUpdateTime = &metav1.Time{Time: now}
+	}
+	return st
+}
+
+// remediations lists the node's CRs for status, in creation order, keeping timeouts already recorded.
+func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.UnhealthyNode) []remediationv1alpha1.Remediation {
+	var out []remediationv1alpha1.Remediation
+	for _, cr := range crs {
+		r := remediationv1alpha1.Remediation{
+			Resource:     corev1.ObjectReference{APIVersion: cr.GetAPIVersion(), Kind: cr.GetKind(), Namespace: cr.GetNamespace(), Name: cr.GetName(), UID: cr.GetUID()},
+			Started:      cr.GetCreationTimestamp(),
+			TemplateName: cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation],
+		}
+		if old != nil {
+			for _, o := range old.Remediations {
+				if o.Resource.UID == r.Resource.UID {
+					r.TimedOut = o.TimedOut
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b remediationv1alpha1.Remediation) int { return a.Started.Compare(b.Started.Time) })
+	return out
+}
+
+// phase derives phase and reason, in precedence Disabled > Paused > Remediating > Enabled.
+func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *templateProblem) (remediationv1alpha1.NHCPhase, string) {
+	skipped := d.Skipped()
+	skipNote := ""
+	if len(skipped) > 0 {
+		skipNote = fmt.Sprintf("; %d unhealthy node(s) not remediated: %s", len(skipped), skipped[0].SkipMessage)
+	}
+	switch {
+	case problem != nil:
+		return remediationv1alpha1.PhaseDisabled, problem.message
+	case len(nhc.Spec.PauseRequests) > 0:
+		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ")
+	case len(entries) > 0:
+		names := make([]string, 0, len(entries))
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+		return remediationv1alpha1.PhaseRemediating, fmt.Sprintf("Remediating %d node(s): %s%s", len(entries), strings.Join(names, ", "), skipNote)
+	default:
+		if skipNote != "" {
+			return remediationv1alpha1.PhaseEnabled, "Enabled" + skipNote
+		}
+		return remediationv1alpha1.PhaseEnabled, "No issues found, the NodeHealthCheck is enabled"
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
