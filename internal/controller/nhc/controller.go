@@ -3,32 +3,27 @@ package nhc
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -49,18 +44,13 @@ type Reconciler struct {
 	// Recorder emits events.
 	Recorder events.EventRecorder
 
-	cache      cache.Cache
-	controller controller.Controller
-	mu         sync.Mutex
-	watched    map[schema.GroupVersionKind]bool
+	watcher *dynamicwatch.Watcher
 }
 
 // SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
 // annotations or conditions; heartbeats are dropped) and CRDs (a remediator installed later enables
 // a disabled NodeHealthCheck at once).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.cache = mgr.GetCache()
-	r.watched = map[schema.GroupVersionKind]bool{}
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	c, err := ctrl.NewControllerManagedBy(mgr).
@@ -74,7 +64,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	r.controller = c
+	r.watcher = dynamicwatch.New(c, mgr.GetCache())
 	return nil
 }
 
@@ -104,7 +94,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	crs, err := remediationCRs(ctx, r, nhc)
+	crs, err := remediationcr.List(ctx, r, nhc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -143,35 +133,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // ensureWatches starts watching each referenced template kind (enqueue the NodeHealthChecks that
-// reference it) and remediation kind (enqueue the owning NodeHealthCheck), once per kind. Kinds the
-// API server does not serve yet are retried on the next reconcile, which the CRD watch triggers.
+// reference it) and remediation kind (enqueue the owning NodeHealthCheck), once per kind.
 func (r *Reconciler) ensureWatches(spec *remediationv1alpha1.NodeHealthCheckSpec) error {
-	if r.controller == nil {
-		return nil
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, ref := range spec.TemplateRefs() {
-		for _, w := range []struct {
-			gvk schema.GroupVersionKind
-			fn  handler.MapFunc
-		}{
-			{ref.GroupVersionKind(), r.nhcsReferencing},
-			{RemediationGVK(ref), ownerNHC},
-		} {
-			if r.watched[w.gvk] {
-				continue
-			}
-			obj := &unstructured.Unstructured{}
-			obj.SetGroupVersionKind(w.gvk)
-			err := r.controller.Watch(source.Kind[client.Object](r.cache, obj, handler.EnqueueRequestsFromMapFunc(w.fn)))
-			if meta.IsNoMatchError(err) {
-				continue
-			}
-			if err != nil {
-				return fmt.Errorf("watching %s: %w", w.gvk, err)
-			}
-			r.watched[w.gvk] = true
+		if _, err := r.watcher.Ensure(ref.GroupVersionKind(), r.nhcsReferencing); err != nil {
+			return err
+		}
+		if _, err := r.watcher.Ensure(remediationcr.GVK(ref), ownerNHC); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -210,11 +179,8 @@ func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object
 }
 
 func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
-	var reqs []reconcile.Request
-	for _, o := range cr.GetOwnerReferences() {
-		if o.Kind == "NodeHealthCheck" && o.APIVersion == remediationv1alpha1.GroupVersion.String() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: o.Name}})
-		}
+	if name, _, ok := remediationcr.ControllerNHC(cr); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	}
-	return reqs
+	return nil
 }

@@ -1,0 +1,55 @@
+// Package dynamicwatch adds watches for kinds that are only known at run time (remediation templates
+// and CRs) to a running controller, once per kind, through the manager's shared cache.
+package dynamicwatch
+
+import (
+	"fmt"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// Watcher adds watches to one controller.
+type Watcher struct {
+	controller controller.Controller
+	cache      cache.Cache
+	mu         sync.Mutex
+	watched    map[schema.GroupVersionKind]bool
+}
+
+// New returns a Watcher for the controller, reading through the cache.
+func New(c controller.Controller, cache cache.Cache) *Watcher {
+	return &Watcher{controller: c, cache: cache, watched: map[schema.GroupVersionKind]bool{}}
+}
+
+// Ensure watches gvk with the map function, unless it already does. A kind the API server does not
+// serve yet is not an error: Ensure returns false and the caller tries again on a later reconcile
+// (the controllers watch CRDs, so one comes when the kind appears).
+func (w *Watcher) Ensure(gvk schema.GroupVersionKind, fn handler.MapFunc) (bool, error) {
+	if w == nil {
+		return false, nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.watched[gvk] {
+		return true, nil
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(fn)))
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("watching %s: %w", gvk, err)
+	}
+	w.watched[gvk] = true
+	return true, nil
+}

@@ -1,0 +1,148 @@
+// Package remediationcr implements the remediation template contract shared by the controllers:
+// the remediation kind of a template kind, building a remediation CR from a template for a node, and
+// finding the CRs a NodeHealthCheck owns. Build is pure; List reads through the given reader (the
+// shared cache).
+package remediationcr
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// GVK returns the remediation CR kind a template kind stands for: the same group and version, the
+// kind without the "Template" suffix.
+func GVK(template corev1.ObjectReference) schema.GroupVersionKind {
+	gvk := template.GroupVersionKind()
+	gvk.Kind = strings.TrimSuffix(gvk.Kind, remediationv1alpha1.TemplateSuffix)
+	return gvk
+}
+
+// NodeName returns the node a remediation CR remediates: its node-name annotation, or its name.
+func NodeName(cr metav1.Object) string {
+	if n := cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation]; n != "" {
+		return n
+	}
+	return cr.GetName()
+}
+
+// SupportsMultiple reports whether a template's remediator handles several CRs per node.
+func SupportsMultiple(template metav1.Object) bool {
+	return template.GetAnnotations()[remediationv1alpha1.MultipleTemplatesSupportAnnotation] == "true"
+}
+
+// Build returns the remediation CR for node from template: the template's apiVersion and namespace,
+// its kind without "Template", the node's name (or generateName "<node>-" where the template supports
+// several CRs per node), the node-name and template-name annotations, a controller owner reference to
+// the NodeHealthCheck, an owner reference to the node's Machine when given, and spec copied from the
+// template's spec.template.spec.
+func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeHealthCheck, node string, machine *metav1.OwnerReference) (*unstructured.Unstructured, error) {
+	kind := template.GetKind()
+	if !strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix) || kind == remediationv1alpha1.TemplateSuffix {
+		return nil, fmt.Errorf("template kind %q does not end with %q", kind, remediationv1alpha1.TemplateSuffix)
+	}
+	tmpl, found, err := unstructured.NestedMap(template.Object, "spec", "template")
+	if err != nil || !found {
+		return nil, fmt.Errorf("template %s/%s has no spec.template", template.GetNamespace(), template.GetName())
+	}
+	cr := &unstructured.Unstructured{Object: map[string]any{}}
+	if spec, ok := tmpl["spec"].(map[string]any); ok {
+		cr.Object["spec"] = runtimeDeepCopy(spec)
+	} else {
+		cr.Object["spec"] = map[string]any{}
+	}
+	cr.SetAPIVersion(template.GetAPIVersion())
+	cr.SetKind(strings.TrimSuffix(kind, remediationv1alpha1.TemplateSuffix))
+	cr.SetNamespace(template.GetNamespace())
+	if SupportsMultiple(template) {
+		cr.SetGenerateName(node + "-")
+	} else {
+		cr.SetName(node)
+	}
+	cr.SetAnnotations(map[string]string{
+		remediationv1alpha1.NodeNameAnnotation:     node,
+		remediationv1alpha1.TemplateNameAnnotation: template.GetName(),
+	})
+	isController := true
+	refs := []metav1.OwnerReference{{
+		APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck",
+		Name: owner.Name, UID: owner.UID, Controller: &isController,
+	}}
+	if machine != nil {
+		refs = append(refs, *machine)
+	}
+	cr.SetOwnerReferences(refs)
+	return cr, nil
+}
+
+func runtimeDeepCopy(m map[string]any) map[string]any {
+	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
+}
+
+// ControllerNHC returns the name and UID of the NodeHealthCheck that controls a CR, if any.
+func ControllerNHC(cr metav1.Object) (string, types.UID, bool) {
+	for _, o := range cr.GetOwnerReferences() {
+		if o.Kind == "NodeHealthCheck" && o.APIVersion == remediationv1alpha1.GroupVersion.String() {
+			return o.Name, o.UID, true
+		}
+	}
+	return "", "", false
+}
+
+// List returns the remediation CRs the NodeHealthCheck owns, by node name, for every kind and
+// namespace its templates use. Kinds the API server does not serve are skipped.
+func List(ctx context.Context, c client.Reader, nhc *remediationv1alpha1.NodeHealthCheck) (map[string][]unstructured.Unstructured, error) {
+	byNode := map[string][]unstructured.Unstructured{}
+	type place struct {
+		gvk schema.GroupVersionKind
+		ns  string
+	}
+	seen := map[place]bool{}
+	for _, ref := range nhc.Spec.TemplateRefs() {
+		p := place{GVK(ref), ref.Namespace}
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(p.gvk.GroupVersion().WithKind(p.gvk.Kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(p.ns)); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue
+			}
+			return nil, fmt.Errorf("listing %s: %w", p.gvk.Kind, err)
+		}
+		for _, cr := range list.Items {
+			if _, uid, ok := ControllerNHC(&cr); ok && uid == nhc.UID {
+				node := NodeName(&cr)
+				byNode[node] = append(byNode[node], cr)
+			}
+		}
+	}
+	return byNode, nil
+}
+
+// Condition returns the status of a condition of a remediation CR (status.conditions[type]), or ""
+// when it has none.
+func Condition(cr *unstructured.Unstructured, conditionType string) metav1.ConditionStatus {
+	conds, _, _ := unstructured.NestedSlice(cr.Object, "status", "conditions")
+	for _, c := range conds {
+		m, ok := c.(map[string]any)
+		if !ok || m["type"] != conditionType {
+			continue
+		}
+		s, _ := m["status"].(string)
+		return metav1.ConditionStatus(s)
+	}
+	return ""
+}

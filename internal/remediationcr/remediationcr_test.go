@@ -1,0 +1,103 @@
+package remediationcr
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+func metal3Template() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+		"kind":       "Metal3RemediationTemplate",
+		"metadata":   map[string]any{"name": "metal3", "namespace": "openshift-machine-api"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"strategy": map[string]any{"type": "Reboot", "retryLimit": int64(1), "timeout": "300s"},
+		}}},
+	}}
+}
+
+func owner() *remediationv1alpha1.NodeHealthCheck {
+	return &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "nhc", UID: "uid-1"}}
+}
+
+func TestBuildFollowsTheTemplateContract(t *testing.T) {
+	tmpl := metal3Template()
+	machine := &metav1.OwnerReference{APIVersion: "machine.openshift.io/v1beta1", Kind: "Machine", Name: "m-1", UID: "m-uid"}
+	cr, err := Build(tmpl, owner(), "worker-1", machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.GetAPIVersion() != "infrastructure.cluster.x-k8s.io/v1beta1" || cr.GetKind() != "Metal3Remediation" ||
+		cr.GetNamespace() != "openshift-machine-api" || cr.GetName() != "worker-1" || cr.GetGenerateName() != "" {
+		t.Errorf("identity: %s %s %s/%s", cr.GetAPIVersion(), cr.GetKind(), cr.GetNamespace(), cr.GetName())
+	}
+	want := map[string]any{"strategy": map[string]any{"type": "Reboot", "retryLimit": int64(1), "timeout": "300s"}}
+	if !equality.Semantic.DeepEqual(cr.Object["spec"], want) {
+		t.Errorf("spec %v, want %v", cr.Object["spec"], want)
+	}
+	if a := cr.GetAnnotations(); a[remediationv1alpha1.NodeNameAnnotation] != "worker-1" || a[remediationv1alpha1.TemplateNameAnnotation] != "metal3" {
+		t.Errorf("annotations %v", a)
+	}
+	refs := cr.GetOwnerReferences()
+	if len(refs) != 2 || refs[0].UID != "uid-1" || refs[0].Controller == nil || !*refs[0].Controller || refs[1].UID != "m-uid" {
+		t.Errorf("owner references %+v", refs)
+	}
+	// The CR's spec is a copy: changing it leaves the template alone.
+	cr.Object["spec"].(map[string]any)["strategy"].(map[string]any)["type"] = "changed"
+	if s, _, _ := unstructured.NestedString(tmpl.Object, "spec", "template", "spec", "strategy", "type"); s != "Reboot" {
+		t.Error("the template was modified through the CR")
+	}
+	if NodeName(cr) != "worker-1" {
+		t.Error("NodeName")
+	}
+	if name, uid, ok := ControllerNHC(cr); !ok || name != "nhc" || uid != "uid-1" {
+		t.Error("ControllerNHC")
+	}
+}
+
+func TestBuildWithMultipleTemplatesSupportGeneratesNames(t *testing.T) {
+	tmpl := metal3Template()
+	tmpl.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+	cr, err := Build(tmpl, owner(), "worker-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.GetName() != "" || cr.GetGenerateName() != "worker-1-" || NodeName(cr) != "worker-1" || len(cr.GetOwnerReferences()) != 1 {
+		t.Errorf("name %q generateName %q refs %v", cr.GetName(), cr.GetGenerateName(), cr.GetOwnerReferences())
+	}
+}
+
+func TestBuildEmptyInnerSpec(t *testing.T) {
+	tmpl := metal3Template()
+	_ = unstructured.SetNestedMap(tmpl.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")
+	cr, err := Build(tmpl, owner(), "n", nil)
+	if err != nil || len(cr.Object["spec"].(map[string]any)) != 0 {
+		t.Fatalf("cr %v err %v", cr, err)
+	}
+}
+
+func TestBuildRefusesBrokenTemplates(t *testing.T) {
+	noTemplate := metal3Template()
+	unstructured.RemoveNestedField(noTemplate.Object, "spec", "template")
+	badKind := metal3Template()
+	badKind.SetKind("Metal3Remediation")
+	for name, tmpl := range map[string]*unstructured.Unstructured{"no spec.template": noTemplate, "kind without suffix": badKind} {
+		if _, err := Build(tmpl, owner(), "n", nil); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestCondition(t *testing.T) {
+	cr := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"conditions": []any{
+		map[string]any{"type": "Succeeded", "status": "False"},
+	}}}}
+	if Condition(cr, "Succeeded") != metav1.ConditionFalse || Condition(cr, "Other") != "" {
+		t.Error("Condition")
+	}
+}
