@@ -38,9 +38,9 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := newNHC(ctx, group)
 		Eventually(status(ctx, n)).Should(And(counts(2, 2), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
 		a.Labels[groupLabel] = "elsewhere"
-		Expect(k8s.Update(ctx, a)).To(Succeed())
+		Expect(e.K8s.Update(ctx, a)).To(Succeed())
 		Eventually(status(ctx, n)).Should(counts(1, 1))
 	})
 
@@ -128,9 +128,9 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			}
 			return st.UnhealthyNodes[0].ConditionsHealthyTimestamp
 		}).ShouldNot(BeNil())
-		Expect(status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(fakeClock.Now()))
+		Expect(status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(e.Clock.Now()))
 
-		Expect(k8s.Delete(ctx, cr)).To(Succeed())
+		Expect(e.K8s.Delete(ctx, cr)).To(Succeed())
 		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
 		Eventually(status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 	})
@@ -143,7 +143,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := newNHC(ctx, group)
 		newCR(ctx, n, sick.Name)
 		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
-		Expect(k8s.Delete(ctx, sick)).To(Succeed())
+		Expect(e.K8s.Delete(ctx, sick)).To(Succeed())
 		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
 	})
 
@@ -207,9 +207,9 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			WithTransform(listed, ConsistOf(running.Name))))
 		Expect(status(ctx, n)().Reason).To(ContainSubstring("upgrade by @admin"))
 
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = nil
-		Expect(k8s.Update(ctx, n)).To(Succeed())
+		Expect(e.K8s.Update(ctx, n)).To(Succeed())
 		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(running.Name, waiting.Name))
 	})
 
@@ -224,12 +224,12 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(st.InFlightRemediations).To(BeEmpty())
 
 		got := &remediationv1alpha1.NodeHealthCheck{}
-		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 		rv := got.ResourceVersion
 		poke(ctx)
 		poke(ctx)
 		Consistently(func() string {
-			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 			return got.ResourceVersion
 		}).WithTimeout(time.Second).Should(Equal(rv), "a reconcile that changes nothing must not write")
 
@@ -240,8 +240,5 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 })
 
 func createTemplateNamed(ctx SpecContext, name string, withSpecTemplate bool) {
-	t := testutil.TestTemplateRef(name)
-	u := templateObject(t.Name, withSpecTemplate)
-	Expect(k8s.Create(ctx, u)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, u))).To(Succeed()) })
+	e.Create(ctx, testutil.TemplateObject(name, withSpecTemplate))
 }

@@ -1,0 +1,254 @@
+package remediation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+)
+
+// ControllerName names the controller in logs, metrics and events.
+const ControllerName = "remediation"
+
+// Event reasons, the public operator's.
+const (
+	EventReasonRemediationCreated = "RemediationCreated"
+	EventReasonRemediationRemoved = "RemediationRemoved"
+	EventReasonRemediationSkipped = "RemediationSkipped"
+)
+
+// MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
+const MachineAnnotation = "machine.openshift.io/machine"
+
+// +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler creates and deletes remediation CRs as NodeHealthCheck status says. Templates and
+// remediation CRs are read, created and deleted with the rights remediators grant through the
+// aggregated ClusterRole (rbac.ext-remediation/aggregate-to-ext-remediation).
+type Reconciler struct {
+	client.Client
+	// Recorder emits events.
+	Recorder events.EventRecorder
+
+	watcher *dynamicwatch.Watcher
+}
+
+// SetupWithManager registers the controller for NodeHealthChecks (spec and status) and, added as
+// they are referenced, their remediation CR kinds.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&remediationv1alpha1.NodeHealthCheck{}).
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	return nil
+}
+
+// Reconcile makes the NodeHealthCheck's remediation CRs match its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	nhc := &remediationv1alpha1.NodeHealthCheck{}
+	if err := r.Get(ctx, req.NamespacedName, nhc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !nhc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // garbage collection removes the CRs with their owner
+	}
+	for _, ref := range nhc.Spec.TemplateRefs() {
+		if _, err := r.watcher.Ensure(remediationcr.GVK(ref), ownerNHC); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	crs, err := remediationcr.List(ctx, r, nhc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	entries := map[string]*remediationv1alpha1.UnhealthyNode{}
+	for i := range nhc.Status.UnhealthyNodes {
+		entries[nhc.Status.UnhealthyNodes[i].Name] = &nhc.Status.UnhealthyNodes[i]
+	}
+
+	var errs []error
+	for _, node := range sortedKeys(crs) {
+		entry := entries[node]
+		switch {
+		case entry == nil:
+			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]))
+		case entry.ConditionsHealthyTimestamp != nil:
+			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"))
+		}
+	}
+	for _, e := range nhc.Status.UnhealthyNodes {
+		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 {
+			continue
+		}
+		errs = append(errs, r.create(ctx, nhc, e.Name))
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// create creates the approved node's remediation CR from the first template, unless the
+// NodeHealthCheck was paused or disabled since the approval.
+func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("node", node)
+	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
+		return nil
+	}
+	ref, ok := firstTemplate(&nhc.Spec)
+	if !ok {
+		return nil
+	}
+	template := &unstructured.Unstructured{}
+	template.SetGroupVersionKind(ref.GroupVersionKind())
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
+		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+	}
+	machine, err := r.machineOwner(ctx, node, template.GetNamespace())
+	if err != nil {
+		return err
+	}
+	cr, err := remediationcr.Build(template, nhc, node, machine)
+	if err != nil {
+		return err
+	}
+	err = r.Create(ctx, cr)
+	if apierrors.IsAlreadyExists(err) {
+		return r.explainExisting(ctx, nhc, cr)
+	}
+	if err != nil {
+		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
+	}
+	log.Info("Created remediation", "kind", cr.GetKind(), "name", cr.GetName())
+	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+	return nil
+}
+
+// explainExisting handles a CR that already has the name: ours (a stale cache; nothing to do), or
+// another NodeHealthCheck's, which then remediates the node first ("first wins").
+func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, cr *unstructured.Unstructured) error {
+	existing := &unstructured.Unstructured{}
+	existing.SetGroupVersionKind(cr.GroupVersionKind())
+	if err := r.Get(ctx, client.ObjectKeyFromObject(cr), existing); err != nil {
+		return client.IgnoreNotFound(err) // our cache is behind; the next event retries
+	}
+	if name, uid, ok := remediationcr.ControllerNHC(existing); ok && uid != nhc.UID {
+		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
+			remediationcr.NodeName(cr), name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
+	}
+	return nil
+}
+
+// machineOwner returns an owner reference to the node's Machine when the node names one in the
+// template's namespace and it exists.
+func (r *Reconciler) machineOwner(ctx context.Context, nodeName, namespace string) (*metav1.OwnerReference, error) {
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	ns, name, found := strings.Cut(node.Annotations[MachineAnnotation], "/")
+	if !found || ns != namespace || name == "" {
+		return nil, nil
+	}
+	machine := &metav1.PartialObjectMetadata{}
+	machine.SetGroupVersionKind(machineGVK)
+	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting machine %s/%s: %w", ns, name, err)
+	}
+	return &metav1.OwnerReference{APIVersion: machineGVK.GroupVersion().String(), Kind: machineGVK.Kind, Name: name, UID: machine.UID}, nil
+}
+
+// deleteAll deletes the node's CRs.
+func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
+	var errs []error
+	for i := range crs {
+		cr := &crs[i]
+		if !cr.GetDeletionTimestamp().IsZero() {
+			continue // being deleted; the remediator's finalizer decides when it is gone
+		}
+		if err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
+		r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteOrphans deletes the CRs of a node the NodeHealthCheck no longer lists (deleted or no longer
+// selected), except CRs whose remediator deletes the node for good and is not done yet.
+func (r *Reconciler) deleteOrphans(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured) error {
+	var orphans []unstructured.Unstructured
+	for _, cr := range crs {
+		if remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected) == metav1.ConditionTrue &&
+			remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionSucceeded) != metav1.ConditionTrue {
+			continue
+		}
+		orphans = append(orphans, cr)
+	}
+	return r.deleteAll(ctx, nhc, node, orphans, "the node is gone or no longer selected")
+}
+
+func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(nhc, nil, eventType, reason, action, note, args...)
+	}
+}
+
+var machineGVK = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "Machine"}
+
+// firstTemplate returns the template a node's first remediation uses: remediationTemplate, or the
+// escalation step with the lowest order.
+func firstTemplate(spec *remediationv1alpha1.NodeHealthCheckSpec) (corev1.ObjectReference, bool) {
+	if spec.RemediationTemplate != nil {
+		return *spec.RemediationTemplate, true
+	}
+	if len(spec.EscalatingRemediations) == 0 {
+		return corev1.ObjectReference{}, false
+	}
+	first := slices.MinFunc(spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
+	return first.RemediationTemplate, true
+}
+
+func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
+	if name, _, ok := remediationcr.ControllerNHC(cr); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+	}
+	return nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

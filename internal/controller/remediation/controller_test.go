@@ -1,0 +1,229 @@
+package remediation_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// crsOf lists the remediation CRs of a kind in the template namespace for a node.
+func crsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
+	return func() []unstructured.Unstructured {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(apiVersion)
+		list.SetKind(kind + "List")
+		Expect(e.K8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
+		var out []unstructured.Unstructured
+		for _, cr := range list.Items {
+			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
+				out = append(out, cr)
+			}
+		}
+		return out
+	}
+}
+
+func testCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
+	return crsOf(ctx, "test.medik8s.io/v1alpha1", "TestRemediation", node)
+}
+
+// workers creates three nodes of a new group, the last one unhealthy for an hour.
+func workers(ctx context.Context) (group string, sick *corev1.Node) {
+	group = e.Unique("g")
+	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	return group, e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+}
+
+func setCondition(ctx context.Context, cr *unstructured.Unstructured, conds ...map[string]any) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(cr), cr)).To(Succeed())
+	list := make([]any, 0, len(conds))
+	for _, c := range conds {
+		list = append(list, c)
+	}
+	Expect(unstructured.SetNestedSlice(cr.Object, list, "status", "conditions")).To(Succeed())
+	Expect(e.K8s.Status().Update(ctx, cr)).To(Succeed())
+}
+
+var _ = Describe("The remediation lifecycle", func() {
+	It("4+5. creates exactly one CR from the template for an unhealthy node, records it, and deletes it when the node recovers", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := testCRs(ctx, sick.Name)()[0]
+		Expect(cr.GetName()).To(Equal(sick.Name))
+		Expect(cr.GetNamespace()).To(Equal(testutil.TemplateNamespace))
+		Expect(cr.Object["spec"]).To(Equal(map[string]any{"strategy": "reboot"}))
+		Expect(cr.GetAnnotations()).To(HaveKeyWithValue(remediationv1alpha1.TemplateNameAnnotation, n.Spec.RemediationTemplate.Name))
+		Expect(cr.GetOwnerReferences()).To(ConsistOf(MatchFields(IgnoreExtras, Fields{
+			"Kind": Equal("NodeHealthCheck"), "Name": Equal(n.Name), "UID": Equal(n.UID), "Controller": PointTo(BeTrue())})))
+
+		// Status records the CR with its uid, start time and template.
+		Eventually(func() []remediationv1alpha1.Remediation {
+			st := e.Status(ctx, n)()
+			if len(st.UnhealthyNodes) != 1 {
+				return nil
+			}
+			return st.UnhealthyNodes[0].Remediations
+		}).Should(ConsistOf(MatchFields(IgnoreExtras, Fields{
+			"Resource":     MatchFields(IgnoreExtras, Fields{"Kind": Equal("TestRemediation"), "Name": Equal(sick.Name), "UID": Equal(cr.GetUID())}),
+			"Started":      Equal(cr.GetCreationTimestamp()),
+			"TemplateName": Equal(n.Spec.RemediationTemplate.Name),
+			"TimedOut":     BeNil(),
+		})))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationCreated))
+
+		// Exactly once, however often the controllers look.
+		e.Poke(ctx)
+		e.Poke(ctx)
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+
+		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationRemoved))
+	})
+
+	It("4. creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionFalse, 0)
+		e.NewNHC(ctx, group)
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.Step(ctx, 299*time.Second)
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.Step(ctx, time.Second)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+	})
+
+	DescribeTable("4. works with remediators' template shapes",
+		func(ctx SpecContext, apiVersion, templateKind string, spec map[string]any) {
+			group, sick := workers(ctx)
+			t := &unstructured.Unstructured{}
+			t.SetAPIVersion(apiVersion)
+			t.SetKind(templateKind)
+			t.SetNamespace(testutil.TemplateNamespace)
+			t.SetName(e.Unique("template"))
+			Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": spec}, "spec", "template")).To(Succeed())
+			e.Create(ctx, t)
+			e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+				n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: apiVersion, Kind: templateKind, Namespace: testutil.TemplateNamespace, Name: t.GetName()}
+			})
+			kind := templateKind[:len(templateKind)-len("Template")]
+			Eventually(crsOf(ctx, apiVersion, kind, sick.Name)).Should(HaveLen(1))
+			Expect(crsOf(ctx, apiVersion, kind, sick.Name)()[0].Object["spec"]).To(Equal(spec))
+		},
+		Entry("Metal3RemediationTemplate", "infrastructure.cluster.x-k8s.io/v1beta1", "Metal3RemediationTemplate",
+			map[string]any{"strategy": map[string]any{"type": "Reboot", "retryLimit": int64(1), "timeout": "300s"}}),
+		Entry("SelfNodeRemediationTemplate", "self-node-remediation.medik8s.io/v1alpha1", "SelfNodeRemediationTemplate",
+			map[string]any{"remediationStrategy": "Automatic"}),
+	)
+
+	It("4. gives the CR a generated name when the template supports several CRs per node", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		t := testutil.TemplateObject(e.Unique("multi"), true)
+		t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+		e.Create(ctx, t)
+		e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := testCRs(ctx, sick.Name)()[0]
+		Expect(cr.GetGenerateName()).To(Equal(sick.Name + "-"))
+		Expect(cr.GetName()).To(HavePrefix(sick.Name + "-"))
+	})
+
+	It("4. adds an owner reference to the node's Machine in the template's namespace", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		machine := &unstructured.Unstructured{}
+		machine.SetAPIVersion("machine.openshift.io/v1beta1")
+		machine.SetKind("Machine")
+		machine.SetNamespace(testutil.TemplateNamespace)
+		machine.SetName(e.Unique("machine"))
+		e.Create(ctx, machine)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
+		sick.Annotations = map[string]string{remediation.MachineAnnotation: testutil.TemplateNamespace + "/" + machine.GetName()}
+		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
+		e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Expect(testCRs(ctx, sick.Name)()[0].GetOwnerReferences()).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+			"Kind": Equal("Machine"), "Name": Equal(machine.GetName()), "UID": Equal(machine.GetUID())})))
+	})
+
+	It("4. leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		first := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
+		})
+		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(
+			WithTransform(func(cr unstructured.Unstructured) types.UID { return cr.GetOwnerReferences()[0].UID }, Equal(first.UID))))
+	})
+
+	It("6. deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 3 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		gone := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		deleted := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromString("50%")
+			n.Spec.MinHealthy = &v
+		})
+		Eventually(testCRs(ctx, gone.Name)).Should(HaveLen(1))
+		Eventually(testCRs(ctx, deleted.Name)).Should(HaveLen(1))
+
+		kept := testCRs(ctx, deleted.Name)()[0]
+		setCondition(ctx, &kept, map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True",
+			"reason": "Deleting", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
+
+		Expect(e.K8s.Delete(ctx, gone)).To(Succeed())
+		Expect(e.K8s.Delete(ctx, deleted)).To(Succeed())
+		Eventually(testCRs(ctx, gone.Name)).Should(BeEmpty())
+		Consistently(testCRs(ctx, deleted.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+
+		now := metav1.Now().UTC().Format(time.RFC3339)
+		setCondition(ctx, &kept,
+			map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True", "reason": "Deleting", "message": "", "lastTransitionTime": now},
+			map[string]any{"type": remediationv1alpha1.RemediationConditionSucceeded, "status": "True", "reason": "Done", "message": "", "lastTransitionTime": now})
+		Eventually(testCRs(ctx, deleted.Name)).Should(BeEmpty())
+	})
+
+	It("6. deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
+		sick.Labels[testutil.GroupLabel] = "elsewhere"
+		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
+		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+	})
+
+	It("8. creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.PauseRequests = []string{"maintenance"} })
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Spec.PauseRequests = nil
+		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+	})
+})

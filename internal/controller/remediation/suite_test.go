@@ -1,0 +1,39 @@
+package remediation_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// Both controllers run, as in the manager: nhc decides in status, remediation acts on it.
+var e *testutil.ControllerEnv
+
+func TestRemediationController(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "remediation controller suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	e = testutil.StartControllers(nhc.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+		if err := (&nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+		return (&remediation.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
+	})
+})
+
+var _ = AfterSuite(func() { e.Stop() })

@@ -1,0 +1,218 @@
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2" //nolint:revive // test helpers
+	. "github.com/onsi/gomega"    //nolint:revive // test helpers
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// ControllerEnv is a real control plane with a manager running controllers on a fake clock, and
+// helpers that create objects for one spec (cleaned up after it) and read the state of the world.
+type ControllerEnv struct {
+	// Env is the envtest environment.
+	Env *envtest.Environment
+	// K8s is an uncached client, for assertions.
+	K8s client.Client
+	// Clock is the controllers' clock.
+	Clock *clocktesting.FakeClock
+	// Scheme has the core and NodeHealthCheck types.
+	Scheme *runtime.Scheme
+
+	cancel  context.CancelFunc
+	counter atomic.Int64
+}
+
+// PokeNode is a node no NodeHealthCheck of the helpers selects; changing its labels makes every
+// NodeHealthCheck reconcile, as any node change does. Specs poke after stepping the clock.
+const PokeNode = "poke"
+
+// GroupLabel labels the nodes of one spec, so each NodeHealthCheck selects only its own.
+const GroupLabel = "test.medik8s.io/group"
+
+// StartControllers starts a control plane and a manager configured by configure (the production
+// manager options) and set up by setup (the controllers under test, given the fake clock).
+func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
+	Expect(CheckAssets()).To(Succeed())
+	e := &ControllerEnv{Scheme: runtime.NewScheme()}
+	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
+	Expect(remediationv1alpha1.AddToScheme(e.Scheme)).To(Succeed())
+
+	e.Env = NewEnvironment(nil, false)
+	cfg, err := e.Env.Start()
+	Expect(err).NotTo(HaveOccurred())
+	e.K8s, err = client.New(cfg, client.Options{Scheme: e.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+
+	// API timestamps have second precision.
+	e.Clock = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
+	opts := ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	configure(&opts)
+	mgr, err := ctrl.NewManager(cfg, opts)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(setup(mgr, e.Clock)).To(Succeed())
+
+	var ctx context.Context
+	ctx, e.cancel = context.WithCancel(context.Background())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Expect(e.K8s.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: PokeNode}})).To(Succeed())
+	return e
+}
+
+// Stop stops the manager and the control plane.
+func (e *ControllerEnv) Stop() {
+	if e == nil {
+		return
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	Expect(e.Env.Stop()).To(Succeed())
+}
+
+// Unique returns a name no other spec uses.
+func (e *ControllerEnv) Unique(prefix string) string {
+	return fmt.Sprintf("%s-%d", prefix, e.counter.Add(1))
+}
+
+// Poke makes every NodeHealthCheck reconcile.
+func (e *ControllerEnv) Poke(ctx context.Context) {
+	n := &corev1.Node{}
+	Expect(e.K8s.Get(ctx, client.ObjectKey{Name: PokeNode}, n)).To(Succeed())
+	if n.Labels == nil {
+		n.Labels = map[string]string{}
+	}
+	n.Labels["poke"] = fmt.Sprint(time.Now().UnixNano())
+	Expect(e.K8s.Update(ctx, n)).To(Succeed())
+}
+
+// Step advances the fake clock and makes the controllers look again.
+func (e *ControllerEnv) Step(ctx context.Context, d time.Duration) {
+	e.Clock.Step(d)
+	e.Poke(ctx)
+}
+
+// NewNode creates a node of the group whose Ready condition has had status for since.
+func (e *ControllerEnv) NewNode(ctx context.Context, group string, ready corev1.ConditionStatus, since time.Duration) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Unique("node"), Labels: map[string]string{GroupLabel: group}}}
+	Expect(e.K8s.Create(ctx, n)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(e.K8s.Delete(ctx, n))).To(Succeed()) })
+	e.SetReady(ctx, n, ready, since)
+	return n
+}
+
+// SetReady sets the node's Ready condition, which changed since before the fake clock's now.
+func (e *ControllerEnv) SetReady(ctx context.Context, n *corev1.Node, status corev1.ConditionStatus, since time.Duration) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+	t := metav1.NewTime(e.Clock.Now().Add(-since))
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: t, LastHeartbeatTime: t, Reason: "Test"}}
+	Expect(e.K8s.Status().Update(ctx, n)).To(Succeed())
+}
+
+// TemplateObject returns a TestRemediationTemplate, with spec.template.spec {strategy: reboot} or
+// without spec.template.
+func TemplateObject(name string, withSpecTemplate bool) *unstructured.Unstructured {
+	t := &unstructured.Unstructured{}
+	t.SetAPIVersion("test.medik8s.io/v1alpha1")
+	t.SetKind("TestRemediationTemplate")
+	t.SetNamespace(TemplateNamespace)
+	t.SetName(name)
+	if withSpecTemplate {
+		Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": map[string]any{"strategy": "reboot"}}, "spec", "template")).To(Succeed())
+	} else {
+		Expect(unstructured.SetNestedField(t.Object, "x", "spec", "other")).To(Succeed())
+	}
+	return t
+}
+
+// Create creates obj and deletes it after the spec.
+func (e *ControllerEnv) Create(ctx context.Context, obj client.Object) {
+	Expect(e.K8s.Create(ctx, obj)).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(e.K8s.Delete(ctx, obj))).To(Succeed()) })
+}
+
+// NewTemplate creates a TestRemediationTemplate and returns its name.
+func (e *ControllerEnv) NewTemplate(ctx context.Context, withSpecTemplate bool) string {
+	t := TemplateObject(e.Unique("template"), withSpecTemplate)
+	e.Create(ctx, t)
+	return t.GetName()
+}
+
+// NewNHC creates a NodeHealthCheck selecting the group's nodes, with a fresh template.
+func (e *ControllerEnv) NewNHC(ctx context.Context, group string, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) *remediationv1alpha1.NodeHealthCheck {
+	n := NewNHC(e.Unique("nhc"))
+	n.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{GroupLabel: group}}
+	n.Spec.RemediationTemplate = TestTemplateRef(e.NewTemplate(ctx, true))
+	for _, m := range mutate {
+		m(n)
+	}
+	e.Create(ctx, n)
+	return n
+}
+
+// NewCR creates a TestRemediation for the node controlled by the NodeHealthCheck, as the remediation
+// controller would.
+func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.NodeHealthCheck, node string) *unstructured.Unstructured {
+	cr := &unstructured.Unstructured{}
+	cr.SetAPIVersion("test.medik8s.io/v1alpha1")
+	cr.SetKind("TestRemediation")
+	cr.SetNamespace(TemplateNamespace)
+	cr.SetName(node)
+	cr.SetAnnotations(map[string]string{remediationv1alpha1.NodeNameAnnotation: node, remediationv1alpha1.TemplateNameAnnotation: owner.Spec.RemediationTemplate.Name})
+	isController := true
+	cr.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck", Name: owner.Name, UID: owner.UID, Controller: &isController}})
+	e.Create(ctx, cr)
+	return cr
+}
+
+// Status returns a function reading the NodeHealthCheck's status, for Eventually.
+func (e *ControllerEnv) Status(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() remediationv1alpha1.NodeHealthCheckStatus {
+	return func() remediationv1alpha1.NodeHealthCheckStatus {
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+		return got.Status
+	}
+}
+
+// Listed returns the names in status.unhealthyNodes.
+func Listed(st remediationv1alpha1.NodeHealthCheckStatus) []string {
+	var names []string
+	for _, n := range st.UnhealthyNodes {
+		names = append(names, n.Name)
+	}
+	return names
+}
+
+// Events returns a function listing the reasons of the events regarding the named object.
+func (e *ControllerEnv) Events(ctx context.Context, regarding string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(e.K8s.List(ctx, list)).To(Succeed())
+		var reasons []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == regarding {
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		return reasons
+	}
+}
