@@ -3,6 +3,7 @@ package nhc
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -45,6 +46,7 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 
 	watcher *dynamicwatch.Watcher
+	metrics metricsState
 }
 
 // SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
@@ -74,9 +76,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log := ctrl.LoggerFrom(ctx)
 	stored := &remediationv1alpha1.NodeHealthCheck{}
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.syncOngoing(req.Name, nil)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !stored.DeletionTimestamp.IsZero() {
+		r.metrics.syncOngoing(req.Name, nil)
 		return ctrl.Result{}, nil
 	}
 	nhc := stored.DeepCopy()
@@ -123,8 +129,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 		}
 		r.emitTransitionEvents(stored, updated, d)
+		observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), now)
 		log.V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
 	}
+
+	r.metrics.syncOngoing(stored.Name, &status)
 
 	if d.Next.IsZero() {
 		return ctrl.Result{}, nil
@@ -183,4 +192,12 @@ func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	}
 	return nil
+}
+
+func unhealthySince(d health.Decision) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, n := range d.Nodes {
+		out[n.Name] = n.Health.UnhealthySince
+	}
+	return out
 }

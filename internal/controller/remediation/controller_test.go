@@ -7,14 +7,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -87,6 +90,15 @@ var _ = Describe("The remediation lifecycle", func() {
 		})))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationCreated))
 
+		Eventually(func() float64 {
+			v, ok := gaugeValue(nhc.MetricOngoingRemediation, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})
+			if !ok {
+				return -1
+			}
+			return v
+		}).Should(BeNumerically("==", 1))
+		Expect(histogramCount(nhc.MetricTimeToRemediation, map[string]string{"nhc": n.Name, "remediation": "TestRemediation"})).To(BeEquivalentTo(1))
+
 		// Exactly once, however often the controllers look.
 		e.Poke(ctx)
 		e.Poke(ctx)
@@ -97,6 +109,16 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationRemoved))
+
+		// The gauge series is gone; each histogram observed the transition once.
+		Eventually(func() bool {
+			_, ok := gaugeValue(nhc.MetricOngoingRemediation, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})
+			return ok
+		}).Should(BeFalse())
+		labels := map[string]string{"nhc": n.Name, "remediation": "TestRemediation"}
+		Expect(histogramCount(nhc.MetricTimeToRemediation, labels)).To(BeEquivalentTo(1))
+		Expect(histogramCount(nhc.MetricTimeToRecovery, labels)).To(BeEquivalentTo(1))
+		Expect(histogramCount(nhc.MetricUnhealthyNodeDuration, labels)).To(BeEquivalentTo(1))
 	})
 
 	It("4. creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
@@ -227,3 +249,47 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 })
+
+// series returns the metric of the family with exactly these labels.
+func series(name string, labels map[string]string) *dto.Metric {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			match := true
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					match = false
+				}
+			}
+			if match {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+// gaugeValue returns the gauge's value and whether the series exists.
+func gaugeValue(name string, labels map[string]string) (float64, bool) {
+	m := series(name, labels)
+	if m == nil {
+		return 0, false
+	}
+	return m.GetGauge().GetValue(), true
+}
+
+// histogramCount returns how many observations the histogram series has.
+func histogramCount(name string, labels map[string]string) uint64 {
+	m := series(name, labels)
+	if m == nil {
+		return 0
+	}
+	return m.GetHistogram().GetSampleCount()
+}

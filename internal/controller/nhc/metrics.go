@@ -1,0 +1,120 @@
+package nhc
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// Metric names. The first two keep the public operator's names (dashboards and alerts depend on
+// them); histograms carry only bounded labels: the NodeHealthCheck's name and the remediation kind,
+// never node or CR names.
+const (
+	// MetricOngoingRemediation is 1 per node with a running remediation CR; the series is removed when
+	// the remediation ends. Labels: name (node), namespace (of the CR), remediation (CR kind), as in
+	// the public operator; bounded by the nodes being remediated.
+	MetricOngoingRemediation = "nodehealthcheck_ongoing_remediation"
+	// MetricUnhealthyNodeDuration observes, when a node leaves unhealthyNodes, how long it was listed
+	// since its first remediation started.
+	MetricUnhealthyNodeDuration = "nodehealthcheck_unhealthy_node_duration_seconds"
+	// MetricTimeToRemediation observes the time from a node becoming unhealthy to its first
+	// remediation CR being created.
+	MetricTimeToRemediation = "nodehealthcheck_time_to_remediation_seconds"
+	// MetricTimeToRecovery observes the time from a node's first remediation CR being created to the
+	// node being healthy again.
+	MetricTimeToRecovery = "nodehealthcheck_time_to_recovery_seconds"
+)
+
+// durationBuckets are the public operator's buckets: 30s to 1h, where remediations of real nodes
+// (reboots, reprovisioning) land.
+var durationBuckets = []float64{30, 60, 120, 180, 240, 300, 600, 1200, 2400, 3600}
+
+var (
+	ongoingRemediation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricOngoingRemediation, Help: "Indication of an ongoing remediation of an unhealthy node",
+	}, []string{"name", "namespace", "remediation"})
+	unhealthyNodeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricUnhealthyNodeDuration, Help: "Unhealthy Node duration distribution", Buckets: durationBuckets,
+	}, []string{"nhc", "remediation"})
+	timeToRemediation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricTimeToRemediation, Help: "Time from a node becoming unhealthy to its first remediation CR", Buckets: durationBuckets,
+	}, []string{"nhc", "remediation"})
+	timeToRecovery = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: MetricTimeToRecovery, Help: "Time from a node's first remediation CR to the node being healthy again", Buckets: durationBuckets,
+	}, []string{"nhc", "remediation"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery)
+}
+
+// gaugeKey is one ongoing-remediation series.
+type gaugeKey struct{ node, namespace, kind string }
+
+// metricsState remembers the ongoing-remediation series each NodeHealthCheck has set, so that series
+// of ended remediations are removed. It is rebuilt from status after a restart.
+type metricsState struct {
+	mu     sync.Mutex
+	series map[string]map[gaugeKey]bool
+}
+
+// syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status and removes the
+// series it set before that status no longer has. A nil status removes all of them.
+func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.series == nil {
+		m.series = map[string]map[gaugeKey]bool{}
+	}
+	current := map[gaugeKey]bool{}
+	if st != nil {
+		for _, n := range st.UnhealthyNodes {
+			for _, r := range n.Remediations {
+				k := gaugeKey{n.Name, r.Resource.Namespace, r.Resource.Kind}
+				current[k] = true
+				ongoingRemediation.WithLabelValues(k.node, k.namespace, k.kind).Set(1)
+			}
+		}
+	}
+	for k := range m.series[nhcName] {
+		if !current[k] {
+			ongoingRemediation.DeleteLabelValues(k.node, k.namespace, k.kind)
+		}
+	}
+	m.series[nhcName] = current
+}
+
+// observeTransitions observes the histograms for what changed from the old to the new status; it
+// runs only after the new status was written, so each transition is observed once, also across
+// restarts. unhealthySince gives when each node became unhealthy.
+func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHealthCheckStatus, unhealthySince map[string]time.Time, now time.Time) {
+	oldEntries := map[string]remediationv1alpha1.UnhealthyNode{}
+	for _, n := range old.UnhealthyNodes {
+		oldEntries[n.Name] = n
+	}
+	newEntries := map[string]bool{}
+	for _, n := range updated.UnhealthyNodes {
+		newEntries[n.Name] = true
+		before := oldEntries[n.Name]
+		if len(n.Remediations) > 0 && len(before.Remediations) == 0 {
+			first := n.Remediations[0]
+			if since, ok := unhealthySince[n.Name]; ok && !since.IsZero() {
+				timeToRemediation.WithLabelValues(nhcName, first.Resource.Kind).Observe(first.Started.Sub(since).Seconds())
+			}
+		}
+		if n.ConditionsHealthyTimestamp != nil && before.ConditionsHealthyTimestamp == nil && len(n.Remediations) > 0 {
+			first := n.Remediations[0]
+			timeToRecovery.WithLabelValues(nhcName, first.Resource.Kind).Observe(n.ConditionsHealthyTimestamp.Sub(first.Started.Time).Seconds())
+		}
+	}
+	for name, before := range oldEntries {
+		if !newEntries[name] && len(before.Remediations) > 0 {
+			first := before.Remediations[0]
+			unhealthyNodeDuration.WithLabelValues(nhcName, first.Resource.Kind).Observe(now.Sub(first.Started.Time).Seconds())
+		}
+	}
+}
