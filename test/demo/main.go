@@ -74,13 +74,18 @@ func run(managerBinary, kubectlBinary string) error {
 		}
 	}()
 
-	k := func(args ...string) (string, error) {
+	// kq runs kubectl quietly; k also prints what it said.
+	kq := func(args ...string) (string, error) {
 		cmd := exec.Command(kubectlBinary, append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...) //nolint:gosec // demo
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
-		fmt.Print(indent(out.String()))
 		return out.String(), err
+	}
+	k := func(args ...string) (string, error) {
+		out, err := kq(args...)
+		fmt.Print(indent(out))
+		return out, err
 	}
 	samples := testutil.Path("config", "samples")
 	demoDir := testutil.Path("test", "demo")
@@ -124,7 +129,94 @@ func run(managerBinary, kubectlBinary string) error {
 	if _, err := k("explain", "nhc.spec.healthyDelay"); err != nil {
 		return err
 	}
-	return nil
+	return remediate(k, kq, demoDir)
+}
+
+// remediate shows a node failing, its remediation CR appearing, and the CR going away when the node
+// recovers.
+func remediate(k, kq func(...string) (string, error), demoDir string) error {
+	step("Creating three simulated worker nodes, all Ready")
+	if _, err := k("apply", "-f", filepath.Join(demoDir, "nodes.yaml")); err != nil {
+		return err
+	}
+	for _, n := range []string{"worker-1", "worker-2", "worker-3"} {
+		if err := setReady(kq, n, "True"); err != nil {
+			return err
+		}
+	}
+	step("Applying a NodeHealthCheck for them: unhealthy after Ready is False or Unknown for 10s")
+	if _, err := k("apply", "-f", filepath.Join(demoDir, "demo-nhc.yaml")); err != nil {
+		return err
+	}
+	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/3"); err != nil {
+		return err
+	}
+	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
+		return err
+	}
+
+	step("worker-2 stops reporting: Ready=Unknown")
+	if err := setReady(kq, "worker-2", "Unknown"); err != nil {
+		return err
+	}
+	fmt.Println("    Waiting for the 10s duration to pass ...")
+	if err := waitFor(kq, []string{"get", "selfnoderemediations", "-A", "-o", "name"}, "worker-2"); err != nil {
+		return err
+	}
+	step("The operator created a SelfNodeRemediation for worker-2 from the template")
+	if _, err := k("get", "selfnoderemediations", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,STRATEGY:.spec.remediationStrategy,OWNER:.metadata.ownerReferences[0].name"); err != nil {
+		return err
+	}
+	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.unhealthyNodes[0].remediations[0].resource.kind}"}, "SelfNodeRemediation"); err != nil {
+		return err
+	}
+	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
+		return err
+	}
+
+	step("The remediator brings worker-2 back: Ready=True")
+	if err := setReady(kq, "worker-2", "True"); err != nil {
+		return err
+	}
+	if err := waitFor(kq, []string{"get", "selfnoderemediations", "-A", "-o", "name"}, ""); err != nil {
+		return err
+	}
+	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/3"); err != nil {
+		return err
+	}
+	step("The CR is gone and the NodeHealthCheck is back to Enabled")
+	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
+		return err
+	}
+	step("What happened, as events")
+	_, err := k("get", "events", "-A", "--field-selector", "involvedObject.name=nhc-demo-workers", "--sort-by=.metadata.creationTimestamp",
+		"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+	return err
+}
+
+// setReady sets a node's Ready condition, changed now, as a kubelet or the node lifecycle controller
+// would.
+func setReady(kq func(...string) (string, error), node, status string) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"Demo","message":"set by the demo","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, status, now, now)
+	_, err := kq("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
+	return err
+}
+
+// waitFor runs kubectl until its output contains want (or, for an empty want, is empty).
+func waitFor(kq func(...string) (string, error), args []string, want string) error {
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		out, err := kq(args...)
+		out = strings.TrimSpace(out)
+		if err == nil && ((want == "" && out == "") || (want != "" && strings.Contains(out, want))) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kubectl %s: waited 90s for %q, last output %q", strings.Join(args, " "), want, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 func indent(s string) string {
