@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"    //nolint:revive // test helpers
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,7 @@ func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *c
 	e := &ControllerEnv{Scheme: runtime.NewScheme()}
 	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
 	Expect(remediationv1alpha1.AddToScheme(e.Scheme)).To(Succeed())
+	Expect(apiextensionsv1.AddToScheme(e.Scheme)).To(Succeed())
 
 	e.Env = NewEnvironment(nil, false)
 	cfg, err := e.Env.Start()

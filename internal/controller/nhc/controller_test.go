@@ -70,7 +70,13 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		sick := newNode(ctx, group, corev1.ConditionUnknown, 10*time.Minute)
 		n := newNHC(ctx, group)
 		newCR(ctx, n, sick.Name)
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		Eventually(func() int {
+			st := status(ctx, n)()
+			if len(st.UnhealthyNodes) != 1 {
+				return 0
+			}
+			return len(st.UnhealthyNodes[0].Remediations)
+		}).Should(Equal(1), "the CR is recorded")
 
 		setReady(ctx, sick, corev1.ConditionFalse, 0) // rebooting
 		Consistently(status(ctx, n)).WithTimeout(time.Second).Should(And(

@@ -3,6 +3,7 @@ package nhc
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
@@ -39,6 +40,8 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	for _, n := range updated.Status.UnhealthyNodes {
 		if !listed[n.Name] && n.ConditionsHealthyTimestamp == nil {
 			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect", "Node %s is unhealthy", n.Name)
+			r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, updated, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
+				"NodeHealthCheck %s found the node unhealthy", updated.Name)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,6 +52,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 
 	watcher *dynamicwatch.Watcher
+	// reported remembers "first wins" skips already reported, so each is reported once (again after
+	// a restart at most).
+	reported sync.Map
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status) and, added as
@@ -143,6 +147,7 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 	}
 	log.Info("Created remediation", "kind", cr.GetKind(), "name", cr.GetName())
 	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	return nil
 }
 
@@ -155,6 +160,9 @@ func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alph
 		return client.IgnoreNotFound(err) // our cache is behind; the next event retries
 	}
 	if name, uid, ok := remediationcr.ControllerNHC(existing); ok && uid != nhc.UID {
+		if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+string(existing.GetUID()), true); seen {
+			return nil
+		}
 		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
 			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
 			remediationcr.NodeName(cr), name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
@@ -198,6 +206,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+		r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "NodeHealthCheck %s deleted %s %s/%s: %s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName(), why)
 	}
 	return errors.Join(errs...)
 }
@@ -219,6 +228,13 @@ func (r *Reconciler) deleteOrphans(ctx context.Context, nhc *remediationv1alpha1
 func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(nhc, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// nodeEvent emits an event regarding the node, so `kubectl describe node` tells the story too.
+func (r *Reconciler) nodeEvent(node string, nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, nhc, eventType, reason, action, note, args...)
 	}
 }
 

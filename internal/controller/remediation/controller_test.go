@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -9,6 +10,7 @@ import (
 	. "github.com/onsi/gomega/gstruct"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,6 +91,8 @@ var _ = Describe("The remediation lifecycle", func() {
 			"TimedOut":     BeNil(),
 		})))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationCreated))
+		Eventually(e.Events(ctx, sick.Name)).Should(ContainElements(nhc.EventReasonDetectedUnhealthy, remediation.EventReasonRemediationCreated),
+			"kubectl describe node tells the story too")
 
 		Eventually(func() float64 {
 			v, ok := gaugeValue(nhc.MetricOngoingRemediation, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})
@@ -194,6 +198,16 @@ var _ = Describe("The remediation lifecycle", func() {
 			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
 		})
 		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		e.Poke(ctx)
+		Consistently(func() int {
+			n := 0
+			for _, r := range e.Events(ctx, second.Name)() {
+				if r == remediation.EventReasonRemediationSkipped {
+					n++
+				}
+			}
+			return n
+		}).WithTimeout(time.Second).Should(Equal(1), "reported once, not on every reconcile")
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(
 			WithTransform(func(cr unstructured.Unstructured) types.UID { return cr.GetOwnerReferences()[0].UID }, Equal(first.UID))))
 	})
@@ -226,6 +240,51 @@ var _ = Describe("The remediation lifecycle", func() {
 			map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True", "reason": "Deleting", "message": "", "lastTransitionTime": now},
 			map[string]any{"type": remediationv1alpha1.RemediationConditionSucceeded, "status": "True", "reason": "Done", "message": "", "lastTransitionTime": now})
 		Eventually(testCRs(ctx, deleted.Name)).Should(BeEmpty())
+	})
+
+	It("5. lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := testCRs(ctx, sick.Name)()[0]
+		cr.SetFinalizers([]string{"test.medik8s.io/remediator"})
+		Expect(e.K8s.Update(ctx, &cr)).To(Succeed())
+
+		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
+		Eventually(func() bool {
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(&cr), &cr)).To(Succeed())
+			return cr.GetDeletionTimestamp() != nil
+		}).Should(BeTrue())
+		Consistently(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).WithTimeout(time.Second).Should(ConsistOf(sick.Name))
+
+		cr.SetFinalizers(nil)
+		Expect(e.K8s.Update(ctx, &cr)).To(Succeed())
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
+	})
+
+	It("7. starts remediating once a remediator installed after the NodeHealthCheck provides its kind and template", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		suffix := e.Unique("late")
+		group_ := "late-" + suffix + ".test.medik8s.io"
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: group_ + "/v1", Kind: "LateRemediationTemplate", Namespace: testutil.TemplateNamespace, Name: "late"}
+		})
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseDisabled))
+
+		for _, kind := range []string{"LateRemediationTemplate", "LateRemediation"} {
+			crd := lateCRD(group_, kind)
+			Expect(e.K8s.Create(ctx, crd)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(e.K8s.Delete(ctx, crd)).To(Succeed()) })
+		}
+		t := &unstructured.Unstructured{}
+		t.SetAPIVersion(group_ + "/v1")
+		t.SetKind("LateRemediationTemplate")
+		t.SetNamespace(testutil.TemplateNamespace)
+		t.SetName("late")
+		Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")).To(Succeed())
+		Eventually(func() error { return e.K8s.Create(ctx, t) }).Should(Succeed()) // once the CRD is established
+		Eventually(crsOf(ctx, group_+"/v1", "LateRemediation", sick.Name)).WithTimeout(30 * time.Second).Should(HaveLen(1))
+		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseRemediating))
 	})
 
 	It("6. deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
@@ -293,3 +352,24 @@ func histogramCount(name string, labels map[string]string) uint64 {
 	}
 	return m.GetHistogram().GetSampleCount()
 }
+
+// lateCRD is a namespaced CRD with an open schema, like a remediator installs.
+func lateCRD(group, kind string) *apiextensionsv1.CustomResourceDefinition {
+	plural := strings.ToLower(kind) + "s"
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
+			Scope: apiextensionsv1.NamespaceScoped,
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr(true),
+				}},
+			}},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
