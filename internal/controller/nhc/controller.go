@@ -156,32 +156,32 @@ func (r *Reconciler) ensureWatches(spec *remediationv1alpha1.NodeHealthCheckSpec
 }
 
 func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing NodeHealthChecks")
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for _, n := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
-	}
-	return reqs
+	return r.nhcRequests(ctx, func(*remediationv1alpha1.NodeHealthCheck) bool { return true })
 }
 
 func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object) []reconcile.Request {
+	gk := template.GetObjectKind().GroupVersionKind().GroupKind()
+	return r.nhcRequests(ctx, func(n *remediationv1alpha1.NodeHealthCheck) bool {
+		for _, ref := range n.Spec.TemplateRefs() {
+			if ref.GroupVersionKind().GroupKind() == gk && ref.Name == template.GetName() && ref.Namespace == template.GetNamespace() {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// nhcRequests enqueues the NodeHealthChecks that match.
+func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1alpha1.NodeHealthCheck) bool) []reconcile.Request {
 	list := &remediationv1alpha1.NodeHealthCheckList{}
 	if err := r.List(ctx, list); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Listing NodeHealthChecks")
 		return nil
 	}
-	gvk := template.GetObjectKind().GroupVersionKind()
 	var reqs []reconcile.Request
-	for _, n := range list.Items {
-		for _, ref := range n.Spec.TemplateRefs() {
-			if ref.GroupVersionKind().GroupKind() == gvk.GroupKind() && ref.Name == template.GetName() && ref.Namespace == template.GetNamespace() {
-				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
-				break
-			}
+	for i := range list.Items {
+		if match(&list.Items[i]) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
 		}
 	}
 	return reqs

@@ -159,10 +159,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionFalse, time.Hour)
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = "created-later" })
-		Eventually(func() *metav1.Condition {
-			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
-		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
-			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound)})))
+		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound))
 		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 		Expect(listed(status(ctx, n)())).To(BeEmpty(), "a disabled NodeHealthCheck starts no remediation")
 		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
@@ -179,10 +176,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		name := newTemplate(ctx, false)
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = name })
-		Eventually(func() *metav1.Condition {
-			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
-		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
-			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid)})))
+		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid))
 	})
 
 	It("7. is disabled by a template kind the API server does not know", func(ctx SpecContext) {
@@ -191,10 +185,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: "unknown.example.com/v1", Kind: "UnknownRemediationTemplate", Namespace: "default", Name: "x"}
 		})
-		Eventually(func() *metav1.Condition {
-			return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
-		}).Should(PointTo(MatchFields(IgnoreExtras, Fields{
-			"Status": Equal(metav1.ConditionTrue), "Reason": Equal(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound)})))
+		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound))
 	})
 
 	It("8. starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
@@ -247,4 +238,14 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 
 func createTemplateNamed(ctx SpecContext, name string, withSpecTemplate bool) {
 	e.Create(ctx, testutil.TemplateObject(name, withSpecTemplate))
+}
+
+func disabledCondition(ctx SpecContext, n *remediationv1alpha1.NodeHealthCheck) func() *metav1.Condition {
+	return func() *metav1.Condition {
+		return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
+	}
+}
+
+func beDisabledFor(reason string) OmegaMatcher {
+	return PointTo(MatchFields(IgnoreExtras, Fields{"Status": Equal(metav1.ConditionTrue), "Reason": Equal(reason)}))
 }
