@@ -147,8 +147,10 @@ func run(o *options) error {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
 	if err := (&remediation.Reconciler{
-		Client:   mgr.GetClient(),
-		Recorder: mgr.GetEventRecorder(remediation.ControllerName),
+		Client:    mgr.GetClient(),
+		Clock:     clock.RealClock{},
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorder(remediation.ControllerName),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

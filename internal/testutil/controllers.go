@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,6 +112,12 @@ func (e *ControllerEnv) Poke(ctx context.Context) {
 func (e *ControllerEnv) Step(ctx context.Context, d time.Duration) {
 	e.Clock.Step(d)
 	e.Poke(ctx)
+}
+
+// Touch changes an annotation of obj, which makes every controller watching it reconcile.
+func (e *ControllerEnv) Touch(ctx context.Context, obj client.Object) {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{"test.medik8s.io/touched":"%d"}}}`, time.Now().UnixNano())
+	Expect(e.K8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(patch)))).To(Succeed())
 }
 
 // NewNode creates a node of the group whose Ready condition has had status for since.

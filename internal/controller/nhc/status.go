@@ -28,6 +28,10 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 		Conditions:    slices.Clone(old.Conditions),
 	}
 
+	stepOrder := map[string]int{}
+	for _, e := range nhc.Spec.EscalatingRemediations {
+		stepOrder[e.RemediationTemplate.Kind+"/"+e.RemediationTemplate.Name] = e.Order
+	}
 	oldEntries := map[string]*remediationv1alpha1.UnhealthyNode{}
 	for i := range old.UnhealthyNodes {
 		oldEntries[old.UnhealthyNodes[i].Name] = &old.UnhealthyNodes[i]
@@ -36,9 +40,9 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 		var entry remediationv1alpha1.UnhealthyNode
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
-			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name])}
+			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
 		case health.Recovered:
-			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name])}
+			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
 			entry.ConditionsHealthyTimestamp = &metav1.Time{Time: now}
 			if o := oldEntries[n.Name]; o != nil && o.ConditionsHealthyTimestamp != nil {
 				entry.ConditionsHealthyTimestamp = o.ConditionsHealthyTimestamp
@@ -69,8 +73,9 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 	return st
 }
 
-// remediations lists the node's CRs for status, in creation order, keeping timeouts already recorded.
-func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.UnhealthyNode) []remediationv1alpha1.Remediation {
+// remediations lists the node's CRs for status in creation order (the API's timestamps have second
+// precision; within one second, in escalation order), with their timeouts.
+func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.UnhealthyNode, stepOrder map[string]int) []remediationv1alpha1.Remediation {
 	var out []remediationv1alpha1.Remediation
 	for _, cr := range crs {
 		r := remediationv1alpha1.Remediation{
@@ -78,7 +83,12 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 			Started:      cr.GetCreationTimestamp(),
 			TemplateName: cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation],
 		}
-		if old != nil {
+		if ts := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; ts != "" {
+			if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				r.TimedOut = &metav1.Time{Time: t}
+			}
+		}
+		if r.TimedOut == nil && old != nil {
 			for _, o := range old.Remediations {
 				if o.Resource.UID == r.Resource.UID {
 					r.TimedOut = o.TimedOut
@@ -87,7 +97,12 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 		}
 		out = append(out, r)
 	}
-	slices.SortStableFunc(out, func(a, b remediationv1alpha1.Remediation) int { return a.Started.Compare(b.Started.Time) })
+	slices.SortStableFunc(out, func(a, b remediationv1alpha1.Remediation) int {
+		if c := a.Started.Compare(b.Started.Time); c != 0 {
+			return c
+		}
+		return stepOrder[a.Resource.Kind+remediationv1alpha1.TemplateSuffix+"/"+a.TemplateName] - stepOrder[b.Resource.Kind+remediationv1alpha1.TemplateSuffix+"/"+b.TemplateName]
+	})
 	return out
 }
 

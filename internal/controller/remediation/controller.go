@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,12 +17,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
@@ -33,6 +36,7 @@ const (
 	EventReasonRemediationCreated = "RemediationCreated"
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	EventReasonRemediationSkipped = "RemediationSkipped"
+	EventReasonNoTemplateLeft     = "NoTemplateLeft"
 )
 
 // MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
@@ -48,6 +52,12 @@ const MachineAnnotation = "machine.openshift.io/machine"
 // aggregated ClusterRole (rbac.ext-remediation/aggregate-to-ext-remediation).
 type Reconciler struct {
 	client.Client
+	// Clock tells the time; a fake clock in tests.
+	Clock clock.PassiveClock
+	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
+	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
+	// is behind.
+	APIReader client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
 
@@ -95,7 +105,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		entries[nhc.Status.UnhealthyNodes[i].Name] = &nhc.Status.UnhealthyNodes[i]
 	}
 
+	now := r.Clock.Now()
+	steps := escalationSteps(&nhc.Spec)
 	var errs []error
+	var next time.Time
 	for _, node := range sortedKeys(crs) {
 		entry := entries[node]
 		switch {
@@ -103,26 +116,100 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]))
 		case entry.ConditionsHealthyTimestamp != nil:
 			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"))
+		default:
+			deadline, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
+			errs = append(errs, err)
+			if !deadline.IsZero() && (next.IsZero() || deadline.Before(next)) {
+				next = deadline
+			}
 		}
 	}
 	for _, e := range nhc.Status.UnhealthyNodes {
-		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 {
+		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 || len(nhc.Spec.PauseRequests) > 0 {
 			continue
 		}
-		errs = append(errs, r.create(ctx, nhc, e.Name))
+		if first := health.Escalate(steps, nil, now).Next; first != nil {
+			errs = append(errs, r.create(ctx, nhc, e.Name, stepTemplate(&nhc.Spec, *first)))
+		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	if next.IsZero() {
+		return ctrl.Result{}, errors.Join(errs...)
+	}
+	return ctrl.Result{RequeueAfter: next.Sub(now)}, errors.Join(errs...)
 }
 
-// create creates the approved node's remediation CR from the first template, unless the
-// NodeHealthCheck was paused or disabled since the approval.
-func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
-	log := ctrl.LoggerFrom(ctx).WithValues("node", node)
-	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
-		return nil
+// escalate moves a running remediation on when its step timed out or failed: it marks the step's CR
+// with the nhc-timed-out annotation and creates the next step's CR. It returns when the running step
+// times out.
+func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, crs []unstructured.Unstructured, now time.Time) (time.Time, error) {
+	stepCRs := make([]health.StepCR, 0, len(crs))
+	for i := range crs {
+		mark := crs[i].GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
+		markedAt, _ := time.Parse(time.RFC3339, mark)
+		stepCRs = append(stepCRs, health.StepCR{
+			TemplateKind: crs[i].GetKind() + remediationv1alpha1.TemplateSuffix,
+			TemplateName: crs[i].GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation],
+			Created:      crs[i].GetCreationTimestamp().Time,
+			TimedOut:     mark != "",
+			TimedOutAt:   markedAt,
+			Succeeded:    remediationcr.Condition(&crs[i], remediationv1alpha1.RemediationConditionSucceeded),
+		})
 	}
-	ref, ok := firstTemplate(&nhc.Spec)
-	if !ok {
+	e := health.Escalate(steps, stepCRs, now)
+	for _, i := range e.TimeOut {
+		cr := &crs[i]
+		patch := client.MergeFrom(cr.DeepCopy())
+		annotations := cr.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[remediationv1alpha1.NHCTimedOutAnnotation] = now.UTC().Format(time.RFC3339)
+		cr.SetAnnotations(annotations)
+		if err := r.Patch(ctx, cr, patch); err != nil {
+			return time.Time{}, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
+		if e.Exhausted {
+			r.event(nhc, corev1.EventTypeWarning, EventReasonNoTemplateLeft, "Escalate",
+				"Node %s is still unhealthy and its last remediation (%s) timed out or failed: no remediation template is left; the node stays listed until it recovers or is deleted",
+				node, cr.GetKind())
+		}
+	}
+	if e.Next != nil {
+		return e.Deadline, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
+	}
+	return e.Deadline, nil
+}
+
+// escalationSteps returns the spec's remediation steps: the escalation steps, or the single
+// template, which never times out.
+func escalationSteps(spec *remediationv1alpha1.NodeHealthCheckSpec) []health.Step {
+	if spec.RemediationTemplate != nil {
+		return []health.Step{{TemplateKind: spec.RemediationTemplate.Kind, TemplateName: spec.RemediationTemplate.Name}}
+	}
+	steps := make([]health.Step, 0, len(spec.EscalatingRemediations))
+	for _, e := range spec.EscalatingRemediations {
+		steps = append(steps, health.Step{TemplateKind: e.RemediationTemplate.Kind, TemplateName: e.RemediationTemplate.Name, Order: e.Order, Timeout: e.Timeout.Duration})
+	}
+	return steps
+}
+
+// stepTemplate returns the template reference of a step.
+func stepTemplate(spec *remediationv1alpha1.NodeHealthCheckSpec, step health.Step) corev1.ObjectReference {
+	for _, ref := range spec.TemplateRefs() {
+		if ref.Kind == step.TemplateKind && ref.Name == step.TemplateName {
+			return ref
+		}
+	}
+	return corev1.ObjectReference{}
+}
+
+// create creates the node's remediation CR from the template. A node's first CR is not created
+// when the NodeHealthCheck was paused or disabled since the approval; escalation continues (running
+// remediations are not stopped by a pause).
+func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, ref corev1.ObjectReference) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("node", node)
+	if meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
 		return nil
 	}
 	template := &unstructured.Unstructured{}
@@ -138,6 +225,12 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 	if err != nil {
 		return err
 	}
+	if cr.GetName() == "" {
+		exists, err := r.stepCRExists(ctx, nhc, node, cr)
+		if err != nil || exists {
+			return err
+		}
+	}
 	err = r.Create(ctx, cr)
 	if apierrors.IsAlreadyExists(err) {
 		return r.explainExisting(ctx, nhc, cr)
@@ -149,6 +242,29 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	return nil
+}
+
+// stepCRExists reports, reading around the cache, whether the NodeHealthCheck already has a CR of
+// this kind and template for the node.
+func (r *Reconciler) stepCRExists(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, cr *unstructured.Unstructured) (bool, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(cr.GroupVersionKind().GroupVersion().WithKind(cr.GetKind() + "List"))
+	if err := reader.List(ctx, list, client.InNamespace(cr.GetNamespace())); err != nil {
+		return false, fmt.Errorf("listing %s: %w", cr.GetKind(), err)
+	}
+	template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+	for i := range list.Items {
+		existing := &list.Items[i]
+		if _, uid, ok := remediationcr.ControllerNHC(existing); ok && uid == nhc.UID && remediationcr.NodeName(existing) == node &&
+			existing.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation] == template {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // explainExisting handles a CR that already has the name: ours (a stale cache; nothing to do), or
@@ -239,19 +355,6 @@ func (r *Reconciler) nodeEvent(node string, nhc *remediationv1alpha1.NodeHealthC
 }
 
 var machineGVK = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "Machine"}
-
-// firstTemplate returns the template a node's first remediation uses: remediationTemplate, or the
-// escalation step with the lowest order.
-func firstTemplate(spec *remediationv1alpha1.NodeHealthCheckSpec) (corev1.ObjectReference, bool) {
-	if spec.RemediationTemplate != nil {
-		return *spec.RemediationTemplate, true
-	}
-	if len(spec.EscalatingRemediations) == 0 {
-		return corev1.ObjectReference{}, false
-	}
-	first := slices.MinFunc(spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
-	return first.RemediationTemplate, true
-}
 
 func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
 	if name, _, ok := remediationcr.ControllerNHC(cr); ok {

@@ -32,7 +32,7 @@ var _ = BeforeSuite(func() {
 		if err := (&nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}).SetupWithManager(mgr); err != nil {
 			return err
 		}
-		return (&remediation.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
+		return (&remediation.Reconciler{Client: mgr.GetClient(), Clock: clock, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
 	})
 })
 
