@@ -21,6 +21,12 @@ type Node struct {
 	// Remediating is true while at least one remediation CR of this NodeHealthCheck exists for the
 	// node (including CRs that are being deleted).
 	Remediating bool
+	// HealthySince is when the node's conditions became healthy while it had remediation CRs (from
+	// status); zero when not known yet, which counts as now.
+	HealthySince time.Time
+	// ConfirmedHealthy is true when an administrator put the manually-confirmed-healthy annotation on
+	// the node: healthyDelay does not hold it.
+	ConfirmedHealthy bool
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -60,6 +66,9 @@ type Input struct {
 	MinHealthy, MaxUnhealthy *intstr.IntOrString
 	// Blockers keep new remediations from starting, most important first.
 	Blockers []Blocker
+	// HealthyDelay keeps a recovered node's CRs this long after it became healthy; negative: until an
+	// administrator confirms the node; nil or zero: no delay.
+	HealthyDelay *time.Duration
 }
 
 // Action is what to do about one node.
@@ -78,6 +87,8 @@ const (
 	ContinueRemediation
 	// Recovered: the node is healthy again and still has remediation CRs: remove them.
 	Recovered
+	// HealthyDelayed: the node is healthy again, but healthyDelay keeps its remediation CRs.
+	HealthyDelayed
 )
 
 func (a Action) String() string {
@@ -94,6 +105,8 @@ func (a Action) String() string {
 		return "ContinueRemediation"
 	case Recovered:
 		return "Recovered"
+	case HealthyDelayed:
+		return "HealthyDelayed"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -175,6 +188,12 @@ func Decide(in Input) Decision {
 		switch {
 		case h.State == Healthy && n.Remediating:
 			nd.Action = Recovered
+			if until, delayed := healthyDelayUntil(in.HealthyDelay, n, in.Now); delayed {
+				nd.Action = HealthyDelayed
+				if !until.IsZero() && (d.Next.IsZero() || until.Before(d.Next)) {
+					d.Next = until
+				}
+			}
 		case h.State == Healthy:
 			continue
 		case n.Remediating:
@@ -209,4 +228,21 @@ func Decide(in Input) Decision {
 
 	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
 	return d
+}
+
+// healthyDelayUntil reports whether healthyDelay still keeps a recovered node's CRs, and until when
+// (zero: until the node is confirmed, for a negative delay).
+func healthyDelayUntil(delay *time.Duration, n Node, now time.Time) (time.Time, bool) {
+	if delay == nil || *delay == 0 || n.ConfirmedHealthy {
+		return time.Time{}, false
+	}
+	if *delay < 0 {
+		return time.Time{}, true
+	}
+	since := n.HealthySince
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
+	until := since.Add(*delay)
+	return until, now.Before(until)
 }

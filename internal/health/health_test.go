@@ -322,6 +322,10 @@ func checkDecision(t *testing.T, d Decision, nodes []Node, now time.Time) {
 			if nd.Health.State == Healthy || !n.Remediating {
 				t.Fatalf("continue %s which is %v (remediating %v)", nd.Name, nd.Health.State, n.Remediating)
 			}
+		case HealthyDelayed:
+			if nd.Health.State != Healthy || !n.Remediating {
+				t.Fatalf("delayed %s which is %v (remediating %v)", nd.Name, nd.Health.State, n.Remediating)
+			}
 		case Wait:
 			if nd.Health.State != SoonUnhealthy {
 				t.Fatalf("wait on %s which is %v", nd.Name, nd.Health.State)
@@ -395,4 +399,43 @@ func FuzzDecide(f *testing.F) {
 		}
 		checkDecision(t, Decide(in), nodes, now)
 	})
+}
+
+func TestHealthyDelay(t *testing.T) {
+	healthy := ready(corev1.ConditionTrue, time.Minute)
+	d := func(v time.Duration) *time.Duration { return &v }
+	tests := []struct {
+		name  string
+		delay *time.Duration
+		node  Node
+		want  Action
+		next  time.Time
+	}{
+		{name: "no delay", node: node("a", true, healthy), want: Recovered},
+		{name: "zero delay releases", delay: d(0), node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, HealthySince: now.Add(-time.Second)}, want: Recovered},
+		{name: "positive delay holds, and says until when", delay: d(10 * time.Minute),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, HealthySince: now.Add(-4 * time.Minute)}, want: HealthyDelayed, next: now.Add(6 * time.Minute)},
+		{name: "a node that just turned healthy starts its delay now", delay: d(10 * time.Minute), node: node("a", true, healthy), want: HealthyDelayed, next: now.Add(10 * time.Minute)},
+		{name: "positive delay passed", delay: d(10 * time.Minute),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, HealthySince: now.Add(-10 * time.Minute)}, want: Recovered},
+		{name: "negative delay holds forever", delay: d(-time.Second),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, HealthySince: now.Add(-240 * time.Hour)}, want: HealthyDelayed},
+		{name: "manual confirmation releases a negative delay", delay: d(-time.Second),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, ConfirmedHealthy: true}, want: Recovered},
+		{name: "manual confirmation releases a positive delay", delay: d(time.Hour),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{healthy}, ConfirmedHealthy: true}, want: Recovered},
+		{name: "a delayed node that fails again continues its remediation", delay: d(time.Hour),
+			node: Node{Name: "a", Remediating: true, Conditions: []corev1.NodeCondition{ready(corev1.ConditionFalse, time.Hour)}, HealthySince: now.Add(-time.Minute)}, want: ContinueRemediation},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dec := Decide(Input{Now: now, UnhealthyConditions: defaults, HealthyDelay: tt.delay, Nodes: []Node{tt.node}})
+			if len(dec.Nodes) != 1 || dec.Nodes[0].Action != tt.want || !dec.Next.Equal(tt.next) {
+				t.Fatalf("got %+v next %v, want %v next %v", dec.Nodes, dec.Next, tt.want, tt.next)
+			}
+			if dec.Healthy != 0 {
+				t.Errorf("a node with CRs counted healthy")
+			}
+		})
+	}
 }

@@ -106,8 +106,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	in := health.Input{Now: now, UnhealthyConditions: nhc.Spec.UnhealthyConditions, MinHealthy: nhc.Spec.MinHealthy, MaxUnhealthy: nhc.Spec.MaxUnhealthy}
+	if nhc.Spec.HealthyDelay != nil {
+		in.HealthyDelay = &nhc.Spec.HealthyDelay.Duration
+	}
+	healthySince := map[string]time.Time{}
+	for _, e := range stored.Status.UnhealthyNodes {
+		if e.ConditionsHealthyTimestamp != nil {
+			healthySince[e.Name] = e.ConditionsHealthyTimestamp.Time
+		}
+	}
 	for _, n := range nodes {
-		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0})
+		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
+		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0,
+			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed})
 	}
 	if problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})

@@ -41,11 +41,14 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
 			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
-		case health.Recovered:
+		case health.Recovered, health.HealthyDelayed:
 			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
 			entry.ConditionsHealthyTimestamp = &metav1.Time{Time: now}
 			if o := oldEntries[n.Name]; o != nil && o.ConditionsHealthyTimestamp != nil {
 				entry.ConditionsHealthyTimestamp = o.ConditionsHealthyTimestamp
+			}
+			if n.Action == health.HealthyDelayed {
+				entry.HealthyDelayed = ptr(true)
 			}
 		default:
 			continue // healthy without CRs, soon unhealthy, or skipped: not listed

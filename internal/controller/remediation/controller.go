@@ -43,7 +43,7 @@ const (
 const MachineAnnotation = "machine.openshift.io/machine"
 
 // +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -114,9 +114,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		switch {
 		case entry == nil:
 			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]))
+		case entry.ConditionsHealthyTimestamp != nil && entry.HealthyDelayed != nil && *entry.HealthyDelayed:
+			errs = append(errs, r.markHealthyDelay(ctx, crs[node], entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)))
 		case entry.ConditionsHealthyTimestamp != nil:
+			errs = append(errs, r.releaseConfirmation(ctx, node))
 			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"))
 		default:
+			errs = append(errs, r.markHealthyDelay(ctx, crs[node], "")) // failed again: the delay is over
 			deadline, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
 			errs = append(errs, err)
 			if !deadline.IsZero() && (next.IsZero() || deadline.Before(next)) {
@@ -179,6 +183,51 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		return e.Deadline, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
 	}
 	return e.Deadline, nil
+}
+
+// markHealthyDelay records on each CR when its node's healthy delay started (empty: removes the
+// record), so that remediators can tell a delayed CR from a running one.
+func (r *Reconciler) markHealthyDelay(ctx context.Context, crs []unstructured.Unstructured, since string) error {
+	for i := range crs {
+		cr := &crs[i]
+		current, has := cr.GetAnnotations()[remediationv1alpha1.HealthyDelayAnnotation]
+		if (since == "" && !has) || (since != "" && current == since) || !cr.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		patch := client.MergeFrom(cr.DeepCopy())
+		annotations := cr.GetAnnotations()
+		if since == "" {
+			delete(annotations, remediationv1alpha1.HealthyDelayAnnotation)
+		} else {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[remediationv1alpha1.HealthyDelayAnnotation] = since
+		}
+		cr.SetAnnotations(annotations)
+		if err := r.Patch(ctx, cr, patch); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("annotating %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// releaseConfirmation removes the manually-confirmed-healthy annotation from a node whose
+// remediation is being cleared, so the next remediation of the node gets its delay again.
+func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) error {
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := node.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]; !ok {
+		return nil
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.ManuallyConfirmedHealthyAnnotation + `":null}}}`)
+	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the manual confirmation from node %s: %w", nodeName, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed manual confirmation", "node", nodeName)
+	return nil
 }
 
 // escalationSteps returns the spec's remediation steps: the escalation steps, or the single

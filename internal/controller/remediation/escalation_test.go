@@ -174,7 +174,8 @@ var _ = Describe("Escalating remediations", func() {
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
 		first := stepCRs(ctx, sick.Name)()[0]
 		setCondition(ctx, &first, map[string]any{"type": "Succeeded", "status": "True", "reason": "Done", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
-		elapse(ctx, n, time.Minute)
+		// Past the timeout; the CR's creationTimestamp may be in the second after the clock's start.
+		elapse(ctx, n, time.Minute+2*time.Second)
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(2))
 		Consistently(func() bool { return timedOut(stepCRs(ctx, sick.Name)()[0]) }).WithTimeout(time.Second).Should(BeFalse())
 	})
