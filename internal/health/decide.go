@@ -27,6 +27,10 @@ type Node struct {
 	// ConfirmedHealthy is true when an administrator put the manually-confirmed-healthy annotation on
 	// the node: healthyDelay does not hold it.
 	ConfirmedHealthy bool
+	// Excluded is true when the node's exclude-from-remediation label is "true": no new remediation.
+	Excluded bool
+	// ControlPlane is true for control-plane (or master) nodes: at most one is remediated at a time.
+	ControlPlane bool
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -44,6 +48,10 @@ const (
 	SkipInvalidBudget SkipReason = "InvalidBudget"
 	// SkipThreshold: fewer healthy nodes than the budget requires.
 	SkipThreshold SkipReason = "HealthyNodeThreshold"
+	// SkipExcluded: the node carries the exclude-from-remediation label.
+	SkipExcluded SkipReason = "ExcludedFromRemediation"
+	// SkipControlPlane: another control-plane node is being remediated.
+	SkipControlPlane SkipReason = "ControlPlaneRemediationRunning"
 )
 
 // Blocker keeps new remediations from starting; running ones continue.
@@ -218,15 +226,35 @@ func Decide(in Input) Decision {
 		reason = SkipThreshold
 		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required", d.Healthy, d.Observed, d.MinHealthy)
 	}
-	if reason != "" {
-		for i := range d.Nodes {
-			if d.Nodes[i].Action == StartRemediation {
-				d.Nodes[i].Action, d.Nodes[i].SkipReason, d.Nodes[i].SkipMessage = Skip, reason, message
-			}
+	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
+	byName := map[string]*Node{}
+	controlPlaneBusy := ""
+	for i := range in.Nodes {
+		n := &in.Nodes[i]
+		byName[n.Name] = n
+		if n.ControlPlane && n.Remediating {
+			controlPlaneBusy = n.Name
 		}
 	}
-
-	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
+	skip := func(nd *NodeDecision, r SkipReason, m string) { nd.Action, nd.SkipReason, nd.SkipMessage = Skip, r, m }
+	for i := range d.Nodes {
+		nd := &d.Nodes[i]
+		if nd.Action != StartRemediation {
+			continue
+		}
+		n := byName[nd.Name]
+		switch {
+		case reason != "":
+			skip(nd, reason, message)
+		case n.Excluded:
+			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
+		case n.ControlPlane && controlPlaneBusy != "":
+			// One control-plane node at a time keeps etcd quorum and the API available.
+			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))
+		case n.ControlPlane:
+			controlPlaneBusy = n.Name
+		}
+	}
 	return d
 }
 

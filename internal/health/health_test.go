@@ -276,7 +276,7 @@ func (s *simulation) step(t *testing.T) {
 			recovered[n.Name] = true
 		}
 	}
-	remediating := 0
+	remediating, controlPlane := 0, 0
 	for i := range s.nodes {
 		if started[s.nodes[i].Name] {
 			s.nodes[i].Remediating = true
@@ -286,7 +286,13 @@ func (s *simulation) step(t *testing.T) {
 		}
 		if s.nodes[i].Remediating {
 			remediating++
+			if s.nodes[i].ControlPlane {
+				controlPlane++
+			}
 		}
+	}
+	if controlPlane > 1 {
+		t.Fatalf("%d control-plane nodes remediating at once", controlPlane)
 	}
 	// The budget: a step that starts remediations leaves at most total - MinHealthy nodes remediating.
 	if len(started) > 0 && remediating > len(s.nodes)-d.MinHealthy {
@@ -314,6 +320,9 @@ func checkDecision(t *testing.T, d Decision, nodes []Node, now time.Time) {
 			if nd.Health.State != Unhealthy || n.Remediating {
 				t.Fatalf("%v for %s which is %v (remediating %v)", nd.Action, nd.Name, nd.Health.State, n.Remediating)
 			}
+			if nd.Action == StartRemediation && n.Excluded {
+				t.Fatalf("started excluded node %s", nd.Name)
+			}
 		case Recovered:
 			if nd.Health.State != Healthy || !n.Remediating {
 				t.Fatalf("recovered %s which is %v (remediating %v)", nd.Name, nd.Health.State, n.Remediating)
@@ -335,6 +344,24 @@ func checkDecision(t *testing.T, d Decision, nodes []Node, now time.Time) {
 	if !d.Next.IsZero() && !d.Next.After(now) {
 		t.Fatalf("next check %v is not after now %v", d.Next, now)
 	}
+	controlPlane := 0
+	for _, n := range nodes {
+		if n.ControlPlane && n.Remediating {
+			controlPlane++
+		}
+	}
+	for _, name := range d.Started() {
+		if byName[name].ControlPlane {
+			controlPlane++
+		}
+	}
+	if controlPlane > 1 && len(d.Started()) > 0 {
+		for _, name := range d.Started() {
+			if byName[name].ControlPlane {
+				t.Fatalf("started control-plane node %s while %d control-plane remediations run or start", name, controlPlane)
+			}
+		}
+	}
 }
 
 // TestBudgetHoldsOverRandomHistories is the property test: over random node histories and budgets,
@@ -346,7 +373,8 @@ func TestBudgetHoldsOverRandomHistories(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, seed*7919))
 		s := &simulation{rng: rng, now: now, rules: defaults}
 		for i := range 1 + rng.IntN(15) {
-			s.nodes = append(s.nodes, Node{Name: string(rune('a' + i)), Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour)}})
+			s.nodes = append(s.nodes, Node{Name: string(rune('a' + i)), Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour)},
+				ControlPlane: rng.IntN(3) == 0, Excluded: rng.IntN(8) == 0})
 		}
 		b := intstr.Parse(budgets[rng.IntN(len(budgets))])
 		if rng.IntN(2) == 0 {
@@ -383,7 +411,8 @@ func FuzzDecide(f *testing.F) {
 		statuses := []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown, ""}
 		var nodes []Node
 		for i := 0; i+2 < len(data) && len(nodes) < 64; i += 3 {
-			n := Node{Name: string(rune('a'+len(nodes)%26)) + string(rune('0'+len(nodes)/26)), Remediating: data[i]&1 == 1}
+			n := Node{Name: string(rune('a'+len(nodes)%26)) + string(rune('0'+len(nodes)/26)), Remediating: data[i]&1 == 1,
+				ControlPlane: data[i]&8 == 8, Excluded: data[i]&16 == 16}
 			if data[i]&2 == 0 {
 				n.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: statuses[int(data[i+1])%len(statuses)],
 					LastTransitionTime: metav1.NewTime(now.Add(-time.Duration(data[i+2]) * 5 * time.Second).Add(time.Duration(skewSeconds%100000) * time.Second))}}
@@ -435,6 +464,67 @@ func TestHealthyDelay(t *testing.T) {
 			}
 			if dec.Healthy != 0 {
 				t.Errorf("a node with CRs counted healthy")
+			}
+		})
+	}
+}
+
+func TestExclusionAndControlPlane(t *testing.T) {
+	healthy := ready(corev1.ConditionTrue, time.Hour)
+	sick := ready(corev1.ConditionUnknown, time.Hour)
+	one := intstr.FromInt32(1)
+	tests := []struct {
+		name    string
+		nodes   []Node
+		actions map[string]Action
+		skips   map[string]SkipReason
+	}{
+		{
+			name:    "an excluded node is skipped but counted unhealthy",
+			nodes:   []Node{node("a", false, healthy), node("b", false, healthy), {Name: "x", Conditions: []corev1.NodeCondition{sick}, Excluded: true}},
+			actions: map[string]Action{"x": Skip}, skips: map[string]SkipReason{"x": SkipExcluded},
+		},
+		{
+			name:    "an excluded node's running remediation continues",
+			nodes:   []Node{node("a", false, healthy), {Name: "x", Conditions: []corev1.NodeCondition{sick}, Excluded: true, Remediating: true}},
+			actions: map[string]Action{"x": ContinueRemediation},
+		},
+		{
+			name: "of two unhealthy control-plane nodes, one starts",
+			nodes: []Node{node("a", false, healthy), node("w", false, sick),
+				{Name: "cp1", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true}, {Name: "cp2", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true}},
+			actions: map[string]Action{"w": StartRemediation, "cp1": StartRemediation, "cp2": Skip}, skips: map[string]SkipReason{"cp2": SkipControlPlane},
+		},
+		{
+			name: "a control-plane node waits for another's running remediation",
+			nodes: []Node{node("a", false, healthy),
+				{Name: "cp1", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true, Remediating: true}, {Name: "cp2", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true}},
+			actions: map[string]Action{"cp1": ContinueRemediation, "cp2": Skip}, skips: map[string]SkipReason{"cp2": SkipControlPlane},
+		},
+		{
+			name: "a control-plane node whose remediation is only delayed still blocks the next",
+			nodes: []Node{node("a", false, healthy),
+				{Name: "cp1", Conditions: []corev1.NodeCondition{healthy}, ControlPlane: true, Remediating: true}, {Name: "cp2", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true}},
+			actions: map[string]Action{"cp1": Recovered, "cp2": Skip}, skips: map[string]SkipReason{"cp2": SkipControlPlane},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(Input{Now: now, UnhealthyConditions: defaults, MinHealthy: &one, Nodes: tt.nodes})
+			got := map[string]Action{}
+			for _, n := range d.Nodes {
+				got[n.Name] = n.Action
+				if n.Action == Skip && n.SkipReason != tt.skips[n.Name] {
+					t.Errorf("%s skipped for %s, want %s", n.Name, n.SkipReason, tt.skips[n.Name])
+				}
+			}
+			if len(got) != len(tt.actions) {
+				t.Fatalf("actions %v, want %v", got, tt.actions)
+			}
+			for k, v := range tt.actions {
+				if got[k] != v {
+					t.Errorf("%s: %v, want %v", k, got[k], v)
+				}
 			}
 		})
 	}

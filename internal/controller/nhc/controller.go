@@ -3,6 +3,7 @@ package nhc
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -47,6 +48,8 @@ type Reconciler struct {
 
 	watcher *dynamicwatch.Watcher
 	metrics metricsState
+	// invalidLabels remembers nodes already warned about an empty exclusion label.
+	invalidLabels sync.Map
 }
 
 // SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
@@ -118,7 +121,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, n := range nodes {
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0,
-			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed})
+			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
+			Excluded: r.excluded(&n, stored), ControlPlane: IsControlPlane(&n)})
 	}
 	if problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})
@@ -203,6 +207,36 @@ func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	}
 	return nil
+}
+
+// Control-plane role labels; a node with either is a control-plane node.
+const (
+	ControlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
+	MasterRoleLabel       = "node-role.kubernetes.io/master"
+)
+
+// IsControlPlane reports whether the node has a control-plane (or master) role label.
+func IsControlPlane(n *corev1.Node) bool {
+	_, cp := n.Labels[ControlPlaneRoleLabel]
+	_, master := n.Labels[MasterRoleLabel]
+	return cp || master
+}
+
+// excluded reports whether the node's exclude-from-remediation label is "true". An empty value is a
+// likely mistake (kubectl label node x key=): it is ignored, with a warning event once per node and
+// value.
+func (r *Reconciler) excluded(n *corev1.Node, nhc *remediationv1alpha1.NodeHealthCheck) bool {
+	value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]
+	key := n.Name + "/" + nhc.Name
+	if ok && value == "" {
+		if _, seen := r.invalidLabels.LoadOrStore(key, true); !seen && r.Recorder != nil {
+			r.Recorder.Eventf(n, nhc, corev1.EventTypeWarning, EventReasonInvalidNodeLabel, "Validate",
+				"Label %s has an empty value and is ignored; set it to \"true\" to exclude the node from remediation", remediationv1alpha1.ExcludeFromRemediationLabel)
+		}
+		return false
+	}
+	r.invalidLabels.Delete(key)
+	return value == "true"
 }
 
 func unhealthySince(d health.Decision) map[string]time.Time {

@@ -15,6 +15,7 @@ const (
 	EventReasonEnabled            = "Enabled"
 	EventReasonDetectedUnhealthy  = "DetectedUnhealthy"
 	EventReasonRemediationSkipped = "RemediationSkipped"
+	EventReasonInvalidNodeLabel   = "InvalidNodeLabel"
 )
 
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled

@@ -1,0 +1,77 @@
+package remediation_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+)
+
+func label(ctx context.Context, n *corev1.Node, key, value string) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+	n.Labels[key] = value
+	Expect(e.K8s.Update(ctx, n)).To(Succeed())
+}
+
+var _ = Describe("Safety rules", func() {
+	DescribeTable("5. exclusion label values",
+		func(ctx SpecContext, value string, excluded bool, warned bool) {
+			group := e.Unique("g")
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			label(ctx, sick, remediationv1alpha1.ExcludeFromRemediationLabel, value)
+			e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
+			n := e.NewNHC(ctx, group)
+			if excluded {
+				Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("excluded by label"))
+				Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+				Expect(e.Status(ctx, n)().HealthyNodes).To(PointTo(Equal(2)), "an excluded unhealthy node is counted unhealthy")
+			} else {
+				Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+			}
+			if warned {
+				Eventually(e.Events(ctx, sick.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+			} else {
+				Consistently(e.Events(ctx, sick.Name)).WithTimeout(500 * time.Millisecond).ShouldNot(ContainElement(nhc.EventReasonInvalidNodeLabel))
+			}
+		},
+		Entry(`"true" excludes`, "true", true, false),
+		Entry("an empty value is ignored with a warning", "", false, true),
+		Entry("any other value is ignored", "yes", false, false),
+	)
+
+	It("4. remediates two unhealthy control-plane nodes one after the other", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 2 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		var cps []*corev1.Node
+		for range 2 {
+			cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			label(ctx, cp, nhc.ControlPlaneRoleLabel, "")
+			e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
+			cps = append(cps, cp)
+		}
+		e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
+
+		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
+		Eventually(crCount).Should(Equal(1))
+		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
+		first, second := cps[0], cps[1]
+		if len(testCRs(ctx, first.Name)()) == 0 {
+			first, second = second, first
+		}
+		e.SetReady(ctx, first, corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, first.Name)).Should(BeEmpty())
+		Eventually(testCRs(ctx, second.Name)).Should(HaveLen(1))
+	})
+})
