@@ -48,6 +48,8 @@ const (
 	SkipInvalidBudget SkipReason = "InvalidBudget"
 	// SkipThreshold: fewer healthy nodes than the budget requires.
 	SkipThreshold SkipReason = "HealthyNodeThreshold"
+	// SkipStorm: storm recovery holds new remediations until its cooldown has passed.
+	SkipStorm SkipReason = "StormRecovery"
 	// SkipExcluded: the node carries the exclude-from-remediation label.
 	SkipExcluded SkipReason = "ExcludedFromRemediation"
 	// SkipControlPlane: another control-plane node is being remediated.
@@ -77,6 +79,9 @@ type Input struct {
 	// HealthyDelay keeps a recovered node's CRs this long after it became healthy; negative: until an
 	// administrator confirms the node; nil or zero: no delay.
 	HealthyDelay *time.Duration
+	// StormCooldown turns on storm recovery (nil: off); Storm is its state from the last decision.
+	StormCooldown *time.Duration
+	Storm         StormState
 }
 
 // Action is what to do about one node.
@@ -148,6 +153,8 @@ type Decision struct {
 	// Next is the earliest time the decision changes without a new event; zero when nothing is
 	// pending. Controllers requeue at it.
 	Next time.Time
+	// Storm is storm recovery's new state (zero when it is off).
+	Storm StormState
 }
 
 // Started returns the names of the nodes whose remediation starts now.
@@ -225,6 +232,20 @@ func Decide(in Input) Decision {
 	case d.Healthy < d.MinHealthy:
 		reason = SkipThreshold
 		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required", d.Healthy, d.Observed, d.MinHealthy)
+	}
+	if in.StormCooldown != nil {
+		// Re-evaluated on every decision, whether or not a node is unhealthy right now.
+		violated := d.BudgetErr == nil && d.Healthy < d.MinHealthy
+		var blocked bool
+		var end time.Time
+		d.Storm, blocked, end = NextStorm(in.Storm, violated, *in.StormCooldown, in.Now)
+		if !end.IsZero() && (d.Next.IsZero() || end.Before(d.Next)) {
+			d.Next = end
+		}
+		if blocked && reason == "" {
+			reason = SkipStorm
+			message = fmt.Sprintf("storm recovery: the healthy-node threshold was violated; no new remediation until it has held for %s", *in.StormCooldown)
+		}
 	}
 	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
 	byName := map[string]*Node{}

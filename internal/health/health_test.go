@@ -529,3 +529,55 @@ func TestExclusionAndControlPlane(t *testing.T) {
 		})
 	}
 }
+
+func TestStorm(t *testing.T) {
+	const cooldown = 10 * time.Minute
+	steps := []struct {
+		name     string
+		violated bool
+		at       time.Duration
+		want     StormState
+		blocked  bool
+		end      time.Duration // zero: none
+	}{
+		{name: "calm", violated: false, at: 0, want: StormState{}},
+		{name: "violation starts a storm", violated: true, at: time.Minute, want: StormState{Active: true}, blocked: true},
+		{name: "still violated", violated: true, at: 2 * time.Minute, want: StormState{Active: true}, blocked: true},
+		{name: "threshold holds: cooldown starts", at: 3 * time.Minute, want: StormState{Active: true, CooldownSince: now.Add(3 * time.Minute)}, blocked: true, end: 13 * time.Minute},
+		{name: "cooling", at: 8 * time.Minute, want: StormState{Active: true, CooldownSince: now.Add(3 * time.Minute)}, blocked: true, end: 13 * time.Minute},
+		{name: "a new violation interrupts the cooldown", violated: true, at: 9 * time.Minute, want: StormState{Active: true}, blocked: true},
+		{name: "holds again: a fresh cooldown", at: 10 * time.Minute, want: StormState{Active: true, CooldownSince: now.Add(10 * time.Minute)}, blocked: true, end: 20 * time.Minute},
+		{name: "cooldown passed: the storm ends and remediation resumes", at: 20 * time.Minute, want: StormState{}},
+	}
+	var state StormState
+	for _, s := range steps {
+		got, blocked, end := NextStorm(state, s.violated, cooldown, now.Add(s.at))
+		wantEnd := time.Time{}
+		if s.end != 0 {
+			wantEnd = now.Add(s.end)
+		}
+		if got != s.want || blocked != s.blocked || !end.Equal(wantEnd) {
+			t.Fatalf("%s: got %+v blocked %v end %v; want %+v %v %v", s.name, got, blocked, end, s.want, s.blocked, wantEnd)
+		}
+		state = got
+	}
+}
+
+func TestDecideStorm(t *testing.T) {
+	cooldown := 10 * time.Minute
+	two := intstr.FromInt32(2)
+	in := Input{Now: now, UnhealthyConditions: defaults, MinHealthy: &two, StormCooldown: &cooldown,
+		Nodes: []Node{node("a", false, ready(corev1.ConditionTrue, time.Hour)), node("b", false, ready(corev1.ConditionTrue, time.Hour)), node("c", false, ready(corev1.ConditionUnknown, time.Hour))}}
+	// The threshold holds (2 healthy), but a storm is cooling: c waits.
+	in.Storm = StormState{Active: true, CooldownSince: now.Add(-time.Minute)}
+	d := Decide(in)
+	if len(d.Started()) != 0 || d.Skipped()[0].SkipReason != SkipStorm || !d.Next.Equal(now.Add(9*time.Minute)) {
+		t.Fatalf("cooling storm: started %v skipped %+v next %v", d.Started(), d.Skipped(), d.Next)
+	}
+	// The cooldown has passed: the storm ends and c starts in the same decision.
+	in.Storm = StormState{Active: true, CooldownSince: now.Add(-cooldown)}
+	d = Decide(in)
+	if d.Storm.Active || len(d.Started()) != 1 {
+		t.Fatalf("ended storm: state %+v started %v", d.Storm, d.Started())
+	}
+}

@@ -112,6 +112,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if nhc.Spec.HealthyDelay != nil {
 		in.HealthyDelay = &nhc.Spec.HealthyDelay.Duration
 	}
+	if nhc.Spec.StormCooldownDuration != nil {
+		in.StormCooldown = &nhc.Spec.StormCooldownDuration.Duration
+		in.Storm = stormState(stored.Status.Conditions)
+	}
 	healthySince := map[string]time.Time{}
 	for _, e := range stored.Status.UnhealthyNodes {
 		if e.ConditionsHealthyTimestamp != nil {

@@ -16,6 +16,10 @@ const (
 	EventReasonDetectedUnhealthy  = "DetectedUnhealthy"
 	EventReasonRemediationSkipped = "RemediationSkipped"
 	EventReasonInvalidNodeLabel   = "InvalidNodeLabel"
+
+	EventReasonStormRecoveryStarted         = "StormRecoveryStarted"
+	EventReasonStormRecoveryCooldownStarted = "StormRecoveryCooldownStarted"
+	EventReasonStormRecoveryEnded           = "StormRecoveryEnded"
 )
 
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
@@ -44,6 +48,18 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 			r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, updated, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
 				"NodeHealthCheck %s found the node unhealthy", updated.Name)
 		}
+	}
+
+	wasStorm, isStorm := stormState(old.Status.Conditions), stormState(updated.Status.Conditions)
+	switch {
+	case isStorm.Active && !wasStorm.Active:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonStormRecoveryStarted, "Storm",
+			"Storm recovery started: %d of %d selected nodes are healthy, %d required; no new remediation starts", d.Healthy, d.Observed, d.MinHealthy)
+	case isStorm.Cooling() && !wasStorm.Cooling():
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonStormRecoveryCooldownStarted, "Storm",
+			"The healthy-node threshold holds again; storm cooldown of %s started", updated.Spec.StormCooldownDuration.Duration)
+	case wasStorm.Active && !isStorm.Active:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonStormRecoveryEnded, "Storm", "Storm recovery ended; remediation resumes")
 	}
 
 	if skipped := d.Skipped(); len(skipped) > 0 && old.Status.Reason != updated.Status.Reason {

@@ -57,11 +57,13 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 	}
 
 	disabled := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDisabled, Status: metav1.ConditionFalse,
-		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled", ObservedGeneration: nhc.Generation}
+		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled",
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
 	if problem != nil {
 		disabled.Status, disabled.Reason, disabled.Message = metav1.ConditionTrue, problem.reason, problem.message
 	}
 	meta.SetStatusCondition(&st.Conditions, disabled)
+	setStormConditions(&st.Conditions, nhc, d, now)
 
 	st.Phase, st.Reason = phase(nhc, st.UnhealthyNodes, d, problem)
 
@@ -136,3 +138,42 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alph
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// stormState reads storm recovery's state from the conditions: the cooldown started when
+// StormCooldownActive became True.
+func stormState(conditions []metav1.Condition) health.StormState {
+	var s health.StormState
+	s.Active = meta.IsStatusConditionTrue(conditions, remediationv1alpha1.ConditionTypeStormActive)
+	if c := meta.FindStatusCondition(conditions, remediationv1alpha1.ConditionTypeStormCooldownActive); s.Active && c != nil && c.Status == metav1.ConditionTrue {
+		s.CooldownSince = c.LastTransitionTime.Time
+	}
+	return s
+}
+
+// setStormConditions writes StormActive and StormCooldownActive while storm recovery is on, and
+// removes them when it is off.
+func setStormConditions(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, now time.Time) {
+	if nhc.Spec.StormCooldownDuration == nil {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeStormActive)
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeStormCooldownActive)
+		return
+	}
+	cooldown := nhc.Spec.StormCooldownDuration.Duration
+	active := metav1.Condition{Type: remediationv1alpha1.ConditionTypeStormActive, Status: metav1.ConditionFalse,
+		Reason: remediationv1alpha1.ConditionReasonHealthyNodeThresholdChange, Message: "The healthy-node threshold holds",
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
+	cooling := metav1.Condition{Type: remediationv1alpha1.ConditionTypeStormCooldownActive, Status: metav1.ConditionFalse,
+		Reason: remediationv1alpha1.ConditionReasonHealthyNodeThresholdChange, Message: "No storm cooldown runs",
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
+	if d.Storm.Active {
+		active.Status = metav1.ConditionTrue
+		active.Message = fmt.Sprintf("The healthy-node threshold was violated (%d of %d healthy, %d required); no new remediation starts", d.Healthy, d.Observed, d.MinHealthy)
+	}
+	if d.Storm.Cooling() {
+		cooling.Status = metav1.ConditionTrue
+		cooling.LastTransitionTime = metav1.Time{Time: d.Storm.CooldownSince}
+		cooling.Message = fmt.Sprintf("The threshold holds again; remediation resumes at %s unless it is violated before", d.Storm.CooldownSince.Add(cooldown).UTC().Format(time.RFC3339))
+	}
+	meta.SetStatusCondition(conditions, active)
+	meta.SetStatusCondition(conditions, cooling)
+}
