@@ -37,7 +37,12 @@ const (
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	EventReasonRemediationSkipped = "RemediationSkipped"
 	EventReasonNoTemplateLeft     = "NoTemplateLeft"
+	EventReasonOldRemediationCR   = "RemediationCRTooOld"
 )
+
+// OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
+// days to fence or reboot a node, so one that did likely failed silently.
+const OldRemediationAge = 48 * time.Hour
 
 // MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
 const MachineAnnotation = "machine.openshift.io/machine"
@@ -123,8 +128,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, r.markHealthyDelay(ctx, crs[node], "")) // failed again: the delay is over
 			deadline, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
 			errs = append(errs, err)
-			if !deadline.IsZero() && (next.IsZero() || deadline.Before(next)) {
-				next = deadline
+			flagAt, err := r.flagOld(ctx, nhc, node, crs[node], now)
+			errs = append(errs, err)
+			for _, t := range []time.Time{deadline, flagAt} {
+				if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+					next = t
+				}
 			}
 		}
 	}
@@ -183,6 +192,39 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		return e.Deadline, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
 	}
 	return e.Deadline, nil
+}
+
+// flagOld flags, once, each running CR older than OldRemediationAge with an annotation, a metric and
+// a warning event; it returns when the next CR comes of that age.
+func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, now time.Time) (time.Time, error) {
+	var next time.Time
+	for i := range crs {
+		cr := &crs[i]
+		if _, flagged := cr.GetAnnotations()[remediationv1alpha1.OldRemediationCRAnnotation]; flagged || !cr.GetDeletionTimestamp().IsZero() {
+			continue
+		}
+		due := cr.GetCreationTimestamp().Add(OldRemediationAge)
+		if now.Before(due) {
+			if next.IsZero() || due.Before(next) {
+				next = due
+			}
+			continue
+		}
+		patch := client.MergeFrom(cr.DeepCopy())
+		annotations := cr.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[remediationv1alpha1.OldRemediationCRAnnotation] = "true"
+		cr.SetAnnotations(annotations)
+		if err := r.Patch(ctx, cr, patch); err != nil {
+			return next, fmt.Errorf("flagging %s %s/%s as old: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
+		}
+		oldRemediationCR.WithLabelValues(cr.GetName(), cr.GetNamespace()).Inc()
+		r.event(nhc, corev1.EventTypeWarning, EventReasonOldRemediationCR, "Flag",
+			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
+	}
+	return next, nil
 }
 
 // markHealthyDelay records on each CR when its node's healthy delay started (empty: removes the

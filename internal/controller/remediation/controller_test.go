@@ -373,3 +373,36 @@ func lateCRD(group, kind string) *apiextensionsv1.CustomResourceDefinition {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+var _ = Describe("Long-running remediations", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	It("7. flags a CR older than 48 hours once, with an annotation, a metric and an event", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		flagged := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
+
+		e.Step(ctx, 47*time.Hour)
+		e.Touch(ctx, n)
+		Consistently(flagged).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
+
+		e.Step(ctx, time.Hour+2*time.Second) // creationTimestamp has one-second granularity
+		e.Touch(ctx, n)
+		Eventually(flagged).Should(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonOldRemediationCR))
+		cr := testCRs(ctx, sick.Name)()[0]
+		counter := func() float64 {
+			m := series(remediation.MetricOldRemediationCR, map[string]string{"name": cr.GetName(), "namespace": cr.GetNamespace()})
+			if m == nil {
+				return 0
+			}
+			return m.GetCounter().GetValue()
+		}
+		Expect(counter()).To(BeEquivalentTo(1))
+
+		e.Step(ctx, time.Hour)
+		e.Touch(ctx, n)
+		Consistently(counter).WithTimeout(time.Second).Should(BeEquivalentTo(1), "flagged once")
+	})
+})

@@ -1,0 +1,16 @@
+package remediation
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// MetricOldRemediationCR counts remediation CRs flagged as running too long, by CR name and namespace
+// (the public operator's metric; bounded: a CR is flagged once).
+const MetricOldRemediationCR = "nodehealthcheck_old_remediation_cr"
+
+var oldRemediationCR = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: MetricOldRemediationCR, Help: "Number of old remediation CRs detected by NodeHealthChecks",
+}, []string{"name", "namespace"})
+
+func init() { crmetrics.Registry.MustRegister(oldRemediationCR) }
