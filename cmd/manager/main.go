@@ -44,6 +44,7 @@ type options struct {
 	webhookCertDir   string
 	enableWebhooks   bool
 	enableHTTP2      bool
+	leaseNamespace   string
 	zap              zap.Options
 }
 
@@ -69,6 +70,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Serve the defaulting and validating admission webhooks. Without them the CRD's CEL rules still refuse most invalid specs.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 on the metrics and webhook servers. Off by default to avoid the HTTP/2 stream-reset and rapid-reset vulnerabilities.")
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", remediation.DefaultLeaseNamespace,
+		"Namespace of the node leases taken before remediating a node (created if missing); other operators that touch nodes coordinate through them.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -147,10 +150,11 @@ func run(o *options) error {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
 	if err := (&remediation.Reconciler{
-		Client:    mgr.GetClient(),
-		Clock:     clock.RealClock{},
-		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorder(remediation.ControllerName),
+		Client:         mgr.GetClient(),
+		Clock:          clock.RealClock{},
+		APIReader:      mgr.GetAPIReader(),
+		LeaseNamespace: o.leaseNamespace,
+		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

@@ -15,7 +15,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 	for _, name := range []string{
 		"kubeconfig", "metrics-bind-address", "health-probe-bind-address", "leader-elect",
 		"leader-election-id", "leader-election-namespace", "webhook-port", "webhook-cert-dir",
-		"enable-webhooks", "metrics-secure", "enable-http2",
+		"enable-webhooks", "metrics-secure", "enable-http2", "lease-namespace",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)

@@ -42,6 +42,9 @@ type Escalation struct {
 	Exhausted bool
 	// Deadline is when the running step times out; zero when nothing is pending.
 	Deadline time.Time
+	// Current is the running step (nil before the first) and Started when it started.
+	Current *Step
+	Started time.Time
 }
 
 // Escalate decides, for a node whose remediation runs, whether its current step has timed out
@@ -85,9 +88,9 @@ func Escalate(steps []Step, crs []StepCR, now time.Time) Escalation {
 	}
 	over := c.TimedOut || c.Succeeded == metav1.ConditionFalse || (!deadline.IsZero() && !now.Before(deadline))
 	if !over {
-		return Escalation{Deadline: deadline}
+		return Escalation{Deadline: deadline, Current: &sorted[current], Started: start}
 	}
-	var e Escalation
+	e := Escalation{Current: &sorted[current], Started: start}
 	if !c.TimedOut && c.Succeeded != metav1.ConditionTrue {
 		e.TimeOut = []int{cr}
 	}

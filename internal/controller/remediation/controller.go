@@ -51,6 +51,8 @@ const MachineAnnotation = "machine.openshift.io/machine"
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 
 // Reconciler creates and deletes remediation CRs as NodeHealthCheck status says. Templates and
 // remediation CRs are read, created and deleted with the rights remediators grant through the
@@ -59,6 +61,8 @@ type Reconciler struct {
 	client.Client
 	// Clock tells the time; a fake clock in tests.
 	Clock clock.PassiveClock
+	// LeaseNamespace holds the node leases (DefaultLeaseNamespace when empty).
+	LeaseNamespace string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
 	// is behind.
@@ -118,19 +122,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		entry := entries[node]
 		switch {
 		case entry == nil:
-			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]))
+			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]), r.releaseLease(ctx, nhc, node))
 		case entry.ConditionsHealthyTimestamp != nil && entry.HealthyDelayed != nil && *entry.HealthyDelayed:
-			errs = append(errs, r.markHealthyDelay(ctx, crs[node], entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)))
+			errs = append(errs, r.markHealthyDelay(ctx, crs[node], entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
 		case entry.ConditionsHealthyTimestamp != nil:
 			errs = append(errs, r.releaseConfirmation(ctx, node))
-			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"))
+			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"), r.releaseLease(ctx, nhc, node))
 		default:
 			errs = append(errs, r.markHealthyDelay(ctx, crs[node], "")) // failed again: the delay is over
-			deadline, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
+			deadline, renewAt, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
 			errs = append(errs, err)
 			flagAt, err := r.flagOld(ctx, nhc, node, crs[node], now)
 			errs = append(errs, err)
-			for _, t := range []time.Time{deadline, flagAt} {
+			for _, t := range []time.Time{deadline, flagAt, renewAt} {
 				if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 					next = t
 				}
@@ -141,9 +145,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 || len(nhc.Spec.PauseRequests) > 0 {
 			continue
 		}
-		if first := health.Escalate(steps, nil, now).Next; first != nil {
-			errs = append(errs, r.create(ctx, nhc, e.Name, stepTemplate(&nhc.Spec, *first)))
+		first := health.Escalate(steps, nil, now).Next
+		if first == nil || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
+			continue
 		}
+		lease, err := r.takeLease(ctx, nhc, e.Name, leaseDuration(first.Timeout), now, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !lease.held {
+			r.leaseBusy(nhc, e.Name, lease)
+			if next.IsZero() || lease.expires.Before(next) {
+				next = lease.expires
+			}
+			continue
+		}
+		if next.IsZero() || lease.renewAt.Before(next) {
+			next = lease.renewAt
+		}
+		errs = append(errs, r.create(ctx, nhc, e.Name, stepTemplate(&nhc.Spec, *first)))
 	}
 	if next.IsZero() {
 		return ctrl.Result{}, errors.Join(errs...)
@@ -154,7 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // escalate moves a running remediation on when its step timed out or failed: it marks the step's CR
 // with the nhc-timed-out annotation and creates the next step's CR. It returns when the running step
 // times out.
-func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, crs []unstructured.Unstructured, now time.Time) (time.Time, error) {
+func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, crs []unstructured.Unstructured, now time.Time) (deadline, renewAt time.Time, err error) {
 	stepCRs := make([]health.StepCR, 0, len(crs))
 	for i := range crs {
 		mark := crs[i].GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
@@ -169,6 +190,35 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		})
 	}
 	e := health.Escalate(steps, stepCRs, now)
+
+	// Hold the node's lease for the step that runs from now on.
+	leaseStep, stepStart := e.Current, e.Started
+	if e.Next != nil {
+		leaseStep, stepStart = e.Next, now
+	}
+	if leaseStep != nil {
+		lease, err := r.takeLease(ctx, nhc, node, leaseDuration(leaseStep.Timeout), stepStart, now)
+		if err != nil {
+			return time.Time{}, time.Time{}, err
+		}
+		renewAt = lease.renewAt
+		if !lease.held {
+			renewAt = lease.expires
+			r.leaseBusy(nhc, node, lease)
+		}
+		// A remediation that outlives its lease many times over is stuck: time it out.
+		if lease.overdue && e.Next == nil && len(e.TimeOut) == 0 && !e.Exhausted {
+			for i := range stepCRs {
+				if !stepCRs[i].TimedOut && stepCRs[i].TemplateKind == e.Current.TemplateKind && stepCRs[i].TemplateName == e.Current.TemplateName {
+					e.TimeOut = append(e.TimeOut, i)
+					ctrl.LoggerFrom(ctx).Info("Node lease overdue, timing out the remediation", "node", node)
+				}
+			}
+			// The next reconcile starts the next step; with none, nothing is left now.
+			e.Exhausted = !slices.ContainsFunc(steps, func(s health.Step) bool { return s.Order > e.Current.Order })
+		}
+	}
+
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
 		patch := client.MergeFrom(cr.DeepCopy())
@@ -179,7 +229,7 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		annotations[remediationv1alpha1.NHCTimedOutAnnotation] = now.UTC().Format(time.RFC3339)
 		cr.SetAnnotations(annotations)
 		if err := r.Patch(ctx, cr, patch); err != nil {
-			return time.Time{}, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
+			return time.Time{}, renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 		if e.Exhausted {
@@ -189,9 +239,9 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		}
 	}
 	if e.Next != nil {
-		return e.Deadline, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
+		return e.Deadline, renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
 	}
-	return e.Deadline, nil
+	return e.Deadline, renewAt, nil
 }
 
 // flagOld flags, once, each running CR older than OldRemediationAge with an annotation, a metric and
@@ -225,6 +275,15 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
 	}
 	return next, nil
+}
+
+// leaseBusy reports, once per holder, that another party holds the node's lease.
+func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node string, lease leaseResult) {
+	if _, seen := r.reported.LoadOrStore("lease/"+string(nhc.UID)+"/"+node+"/"+lease.otherHolder, true); seen {
+		return
+	}
+	r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+		"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, lease.expires.UTC().Format(time.RFC3339))
 }
 
 // markHealthyDelay records on each CR when its node's healthy delay started (empty: removes the

@@ -383,11 +383,14 @@ var _ = Describe("Long-running remediations", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 		flagged := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
 
-		e.Step(ctx, 47*time.Hour)
+		created := testCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
+		e.Clock.SetTime(created.Add(48*time.Hour - time.Second))
+		e.Poke(ctx)
 		e.Touch(ctx, n)
 		Consistently(flagged).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
 
-		e.Step(ctx, time.Hour+2*time.Second) // creationTimestamp has one-second granularity
+		e.Clock.SetTime(created.Add(48 * time.Hour))
+		e.Poke(ctx)
 		e.Touch(ctx, n)
 		Eventually(flagged).Should(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonOldRemediationCR))

@@ -184,13 +184,14 @@ var _ = Describe("Escalating remediations", func() {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, 10*time.Minute, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
 		created := stepCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
-		e.Clock.SetTime(created.Add(4 * time.Minute))
+		// Late in the step, so its end comes before the next lease renewal (a third of 11m).
+		e.Clock.SetTime(created.Add(8 * time.Minute))
 
 		// A new reconciler, as after a restart of the manager, knows nothing but the API.
 		restarted := &remediation.Reconciler{Client: e.K8s, Clock: e.Clock}
 		res, err := restarted.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(res.RequeueAfter).To(Equal(6*time.Minute), "the remaining time of the step, not a fresh timeout")
+		Expect(res.RequeueAfter).To(Equal(2*time.Minute), "the remaining time of the step, not a fresh timeout")
 		Expect(stepCRs(ctx, sick.Name)()).To(HaveLen(1))
 	})
 })

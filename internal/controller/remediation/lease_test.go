@@ -1,0 +1,94 @@
+package remediation_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+)
+
+func nodeLease(ctx context.Context, node string) func() *coordinationv1.Lease {
+	return func() *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		err := e.K8s.Get(ctx, client.ObjectKey{Namespace: remediation.DefaultLeaseNamespace, Name: "node-" + node}, l)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		Expect(err).NotTo(HaveOccurred())
+		return l
+	}
+}
+
+var _ = Describe("Node leases", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	It("3. takes the node's lease before remediating, owned by the node, and releases it when the node is healthy", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(nodeLease(ctx, sick.Name)).Should(PointTo(MatchFields(IgnoreExtras, Fields{
+			"ObjectMeta": MatchFields(IgnoreExtras, Fields{"OwnerReferences": ConsistOf(MatchFields(IgnoreExtras, Fields{
+				"Kind": Equal("Node"), "Name": Equal(sick.Name), "UID": Equal(sick.UID)}))}),
+			"Spec": MatchFields(IgnoreExtras, Fields{
+				"HolderIdentity":       PointTo(Equal("NodeHealthCheck-" + n.Name)),
+				"LeaseDurationSeconds": PointTo(BeEquivalentTo(11 * 60)), // a single template: 10m + 1m
+			}),
+		})))
+
+		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(nodeLease(ctx, sick.Name)).Should(BeNil())
+	})
+
+	It("3. waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.DefaultLeaseNamespace}}
+		Expect(client.IgnoreAlreadyExists(e.K8s.Create(ctx, ns))).To(Succeed())
+		holder, seconds := "node-maintenance-operator", int32(120)
+		foreign := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "node-" + sick.Name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+				AcquireTime: &metav1.MicroTime{Time: e.Clock.Now()}, RenewTime: &metav1.MicroTime{Time: e.Clock.Now()}},
+		}
+		Expect(e.K8s.Create(ctx, foreign)).To(Succeed())
+
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		e.Step(ctx, 119*time.Second)
+		e.Touch(ctx, n)
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.Step(ctx, time.Second)
+		e.Touch(ctx, n)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
+	})
+
+	It("3. times the remediation out when its lease is overdue by three durations", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
+		acquired := nodeLease(ctx, sick.Name)().Spec.AcquireTime.Time
+		timedOut := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
+
+		e.Clock.SetTime(acquired.Add(33 * time.Minute)) // 3 x 11m: not beyond yet
+		e.Touch(ctx, n)
+		Consistently(timedOut).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
+		e.Clock.SetTime(acquired.Add(33*time.Minute + time.Second))
+		e.Touch(ctx, n)
+		Eventually(timedOut).Should(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))
+	})
+})
