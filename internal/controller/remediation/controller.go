@@ -119,57 +119,71 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var errs []error
 	var next time.Time
 	for _, node := range sortedKeys(crs) {
-		entry := entries[node]
-		switch {
-		case entry == nil:
-			errs = append(errs, r.deleteOrphans(ctx, nhc, node, crs[node]), r.releaseLease(ctx, nhc, node))
-		case entry.ConditionsHealthyTimestamp != nil && entry.HealthyDelayed != nil && *entry.HealthyDelayed:
-			errs = append(errs, r.markHealthyDelay(ctx, crs[node], entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
-		case entry.ConditionsHealthyTimestamp != nil:
-			errs = append(errs, r.releaseConfirmation(ctx, node))
-			errs = append(errs, r.deleteAll(ctx, nhc, node, crs[node], "the node is healthy again"), r.releaseLease(ctx, nhc, node))
-		default:
-			errs = append(errs, r.markHealthyDelay(ctx, crs[node], "")) // failed again: the delay is over
-			deadline, renewAt, err := r.escalate(ctx, nhc, node, steps, crs[node], now)
-			errs = append(errs, err)
-			flagAt, err := r.flagOld(ctx, nhc, node, crs[node], now)
-			errs = append(errs, err)
-			for _, t := range []time.Time{deadline, flagAt, renewAt} {
-				if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-					next = t
-				}
-			}
-		}
+		at, err := r.tend(ctx, nhc, node, entries[node], steps, crs[node], now)
+		next, errs = earliest(next, at), append(errs, err)
 	}
 	for _, e := range nhc.Status.UnhealthyNodes {
-		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 || len(nhc.Spec.PauseRequests) > 0 {
+		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 {
 			continue
 		}
-		first := health.Escalate(steps, nil, now).Next
-		if first == nil || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
-			continue
-		}
-		lease, err := r.takeLease(ctx, nhc, e.Name, leaseDuration(first.Timeout), now, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !lease.held {
-			r.leaseBusy(nhc, e.Name, lease)
-			if next.IsZero() || lease.expires.Before(next) {
-				next = lease.expires
-			}
-			continue
-		}
-		if next.IsZero() || lease.renewAt.Before(next) {
-			next = lease.renewAt
-		}
-		errs = append(errs, r.create(ctx, nhc, e.Name, stepTemplate(&nhc.Spec, *first)))
+		at, err := r.start(ctx, nhc, e.Name, steps, now)
+		next, errs = earliest(next, at), append(errs, err)
 	}
 	if next.IsZero() {
 		return ctrl.Result{}, errors.Join(errs...)
 	}
 	return ctrl.Result{RequeueAfter: next.Sub(now)}, errors.Join(errs...)
+}
+
+// tend acts on a node that has CRs, as its status entry says: orphaned, healthy but delayed,
+// healthy, or still remediating. It returns when it wants to look again.
+func (r *Reconciler) tend(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, entry *remediationv1alpha1.UnhealthyNode,
+	steps []health.Step, crs []unstructured.Unstructured, now time.Time) (time.Time, error) {
+	switch {
+	case entry == nil:
+		return time.Time{}, errors.Join(r.deleteOrphans(ctx, nhc, node, crs), r.releaseLease(ctx, nhc, node))
+	case entry.ConditionsHealthyTimestamp != nil && entry.HealthyDelayed != nil && *entry.HealthyDelayed:
+		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
+	case entry.ConditionsHealthyTimestamp != nil:
+		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
+			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
+	}
+	errDelay := r.markHealthyDelay(ctx, crs, "") // failed again: the delay is over
+	deadline, renewAt, errEscalate := r.escalate(ctx, nhc, node, steps, crs, now)
+	flagAt, errFlag := r.flagOld(ctx, nhc, node, crs, now)
+	return earliest(deadline, renewAt, flagAt), errors.Join(errDelay, errEscalate, errFlag)
+}
+
+// start creates an approved node's first CR once it holds the node's lease, unless the
+// NodeHealthCheck was paused or disabled since the approval. It returns when to look again.
+func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, now time.Time) (time.Time, error) {
+	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
+		return time.Time{}, nil
+	}
+	first := health.Escalate(steps, nil, now).Next
+	if first == nil {
+		return time.Time{}, nil
+	}
+	lease, err := r.takeLease(ctx, nhc, node, leaseDuration(first.Timeout), now, now)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if !lease.held {
+		r.leaseBusy(nhc, node, lease)
+		return lease.expires, nil
+	}
+	return lease.renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *first))
+}
+
+// earliest returns the earliest non-zero time, or zero.
+func earliest(times ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range times {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
 }
 
 // escalate moves a running remediation on when its step timed out or failed: it marks the step's CR
