@@ -89,6 +89,19 @@ func runtimeDeepCopy(m map[string]any) map[string]any {
 	return (&unstructured.Unstructured{Object: m}).DeepCopy().Object
 }
 
+// Control-plane role labels; a node with either is a control-plane node.
+const (
+	ControlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
+	MasterRoleLabel       = "node-role.kubernetes.io/master"
+)
+
+// IsControlPlane reports whether a node's labels give it a control-plane (or master) role.
+func IsControlPlane(labels map[string]string) bool {
+	_, cp := labels[ControlPlaneRoleLabel]
+	_, master := labels[MasterRoleLabel]
+	return cp || master
+}
+
 // ControllerNHC returns the name and UID of the NodeHealthCheck that controls a CR, if any.
 func ControllerNHC(cr metav1.Object) (string, types.UID, bool) {
 	for _, o := range cr.GetOwnerReferences() {

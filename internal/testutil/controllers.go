@@ -51,6 +51,12 @@ const GroupLabel = "test.medik8s.io/group"
 // StartControllers starts a control plane and a manager configured by configure (the production
 // manager options) and set up by setup (the controllers under test, given the fake clock).
 func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
+	return StartControllersWithCRDs(nil, configure, setup)
+}
+
+// StartControllersWithCRDs is StartControllers with CRDs from more folders installed, for example
+// OpenShift's.
+func StartControllersWithCRDs(crdDirs []string, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
 	Expect(CheckAssets()).To(Succeed())
 	e := &ControllerEnv{Scheme: runtime.NewScheme()}
 	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
@@ -58,6 +64,7 @@ func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *c
 	Expect(apiextensionsv1.AddToScheme(e.Scheme)).To(Succeed())
 
 	e.Env = NewEnvironment(nil, false)
+	e.Env.CRDInstallOptions.Paths = append(e.Env.CRDInstallOptions.Paths, crdDirs...)
 	cfg, err := e.Env.Start()
 	Expect(err).NotTo(HaveOccurred())
 	e.K8s, err = client.New(cfg, client.Options{Scheme: e.Scheme})

@@ -126,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: r.excluded(&n, stored), ControlPlane: IsControlPlane(&n)})
+			Excluded: r.excluded(&n, stored), ControlPlane: remediationcr.IsControlPlane(n.Labels)})
 	}
 	if problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})
@@ -211,19 +211,6 @@ func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 	}
 	return nil
-}
-
-// Control-plane role labels; a node with either is a control-plane node.
-const (
-	ControlPlaneRoleLabel = "node-role.kubernetes.io/control-plane"
-	MasterRoleLabel       = "node-role.kubernetes.io/master"
-)
-
-// IsControlPlane reports whether the node has a control-plane (or master) role label.
-func IsControlPlane(n *corev1.Node) bool {
-	_, cp := n.Labels[ControlPlaneRoleLabel]
-	_, master := n.Labels[MasterRoleLabel]
-	return cp || master
 }
 
 // excluded reports whether the node's exclude-from-remediation label is "true". An empty value is a

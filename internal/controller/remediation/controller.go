@@ -164,6 +164,9 @@ func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHea
 	if first == nil {
 		return time.Time{}, nil
 	}
+	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
+		return retryAt, err
+	}
 	lease, err := r.takeLease(ctx, nhc, node, leaseDuration(first.Timeout), now, now)
 	if err != nil {
 		return time.Time{}, err
@@ -173,6 +176,30 @@ func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHea
 		return lease.expires, nil
 	}
 	return lease.renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *first))
+}
+
+// etcdRetry is how soon a control-plane node blocked by the etcd guard is looked at again: etcd
+// members come back within about a minute after a reboot, and the guard pods follow them.
+const etcdRetry = time.Minute
+
+// etcdGuard keeps a control-plane node on OpenShift from being remediated while that could break
+// etcd quorum; it says so in an event and retries in a minute.
+func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, now time.Time) (time.Time, bool, error) {
+	n := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+		return time.Time{}, false, client.IgnoreNotFound(err)
+	}
+	if !remediationcr.IsControlPlane(n.Labels) || !r.isOpenShift() {
+		return time.Time{}, false, nil
+	}
+	ok, why, err := r.etcdAllowsRemediation(ctx, node)
+	if err != nil || ok {
+		return time.Time{}, false, err
+	}
+	if _, seen := r.reported.LoadOrStore("etcd/"+string(nhc.UID)+"/"+node+"/"+why, true); !seen {
+		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "Not remediating control-plane node %s yet: %s", node, why)
+	}
+	return now.Add(etcdRetry), true, nil
 }
 
 // earliest returns the earliest non-zero time, or zero.

@@ -13,6 +13,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 func label(ctx context.Context, n *corev1.Node, key, value string) {
@@ -57,7 +58,7 @@ var _ = Describe("Safety rules", func() {
 		var cps []*corev1.Node
 		for range 2 {
 			cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-			label(ctx, cp, nhc.ControlPlaneRoleLabel, "")
+			label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
 			e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 			cps = append(cps, cp)
 		}

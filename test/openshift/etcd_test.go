@@ -1,0 +1,64 @@
+package openshift
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+)
+
+var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", Ordered, func() {
+	// The budgets and guard pods of one spec must not leak into the next.
+	AfterEach(func(ctx SpecContext) {
+		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(remediation.EtcdNamespace))).To(Succeed())
+	})
+
+	It("4. remediates when the etcd disruption budget allows a disruption", func(ctx SpecContext) {
+		etcdBudget(ctx, 1)
+		_, cp := unhealthyControlPlane(ctx)
+		guardPod(ctx, cp.Name, true)
+		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+	})
+
+	It("4. waits while the budget allows none and the node's guard pod is ready, and retries in a minute", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		n, cp := unhealthyControlPlane(ctx)
+		pod := guardPod(ctx, cp.Name, true)
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		// The node's etcd member goes down: its guard pod is not ready any more.
+		setPodReady(ctx, pod, false)
+		e.Step(ctx, time.Minute)
+		e.Touch(ctx, n)
+		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+	})
+
+	It("4. remediates when the node's guard pod is not ready (its etcd member is already down)", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		_, cp := unhealthyControlPlane(ctx)
+		guardPod(ctx, cp.Name, false)
+		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+	})
+
+	It("4. waits when the budget allows none and the node has no guard pod", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		n, cp := unhealthyControlPlane(ctx)
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Consistently(crsOf(ctx, cp.Name)).WithTimeout(2 * time.Second).Should(BeEmpty())
+	})
+
+	It("leaves worker nodes alone", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		group := e.Unique("g")
+		e.NewNode(ctx, group, "True", time.Hour)
+		e.NewNode(ctx, group, "True", time.Hour)
+		worker := e.NewNode(ctx, group, "Unknown", time.Hour)
+		e.NewNHC(ctx, group)
+		Eventually(crsOf(ctx, worker.Name)).Should(HaveLen(1))
+	})
+})

@@ -1,0 +1,116 @@
+// Package openshift runs the controllers on a control plane that serves config.openshift.io, so the
+// operator treats it as OpenShift: control-plane nodes are remediated only without risk to etcd
+// quorum.
+package openshift
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+var e *testutil.ControllerEnv
+
+func TestOpenShift(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "OpenShift suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, nhc.ConfigureManager,
+		func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+			if err := (&nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}).SetupWithManager(mgr); err != nil {
+				return err
+			}
+			return (&remediation.Reconciler{Client: mgr.GetClient(), Clock: clock, APIReader: mgr.GetAPIReader(),
+				Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
+		})
+	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.EtcdNamespace}})).To(Succeed())
+})
+
+var _ = AfterSuite(func() { e.Stop() })
+
+func crsOf(ctx context.Context, node string) func() []unstructured.Unstructured {
+	return func() []unstructured.Unstructured {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("test.medik8s.io/v1alpha1")
+		list.SetKind("TestRemediationList")
+		Expect(e.K8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
+		var out []unstructured.Unstructured
+		for _, cr := range list.Items {
+			if remediationcr.NodeName(&cr) == node {
+				out = append(out, cr)
+			}
+		}
+		return out
+	}
+}
+
+// etcdBudget creates the etcd guard PodDisruptionBudget allowing the given number of disruptions.
+func etcdBudget(ctx context.Context, allowed int32) {
+	one := intstr.FromInt32(1)
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: remediation.EtcdNamespace, Name: e.Unique("etcd-guard-pdb")},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}}},
+	}
+	e.Create(ctx, pdb)
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed, ExpectedPods: 3, CurrentHealthy: 3, DesiredHealthy: 2}
+	Expect(e.K8s.Status().Update(ctx, pdb)).To(Succeed())
+}
+
+// guardPod creates the node's etcd guard pod, ready or not.
+func guardPod(ctx context.Context, node string, ready bool) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: remediation.EtcdNamespace, Name: "etcd-guard-" + node, Labels: map[string]string{"app": "guard"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "guard", Image: "guard"}}},
+	}
+	e.Create(ctx, pod)
+	setPodReady(ctx, pod, ready)
+	return pod
+}
+
+func setPodReady(ctx context.Context, pod *corev1.Pod, ready bool) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	Expect(e.K8s.Status().Update(ctx, pod)).To(Succeed())
+}
+
+// unhealthyControlPlane creates two healthy workers and an unhealthy control-plane node in a new
+// group, and an NHC for them.
+func unhealthyControlPlane(ctx context.Context) (*remediationv1alpha1.NodeHealthCheck, *corev1.Node) {
+	group := e.Unique("g")
+	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(cp), cp)).To(Succeed())
+	cp.Labels[remediationcr.ControlPlaneRoleLabel] = ""
+	Expect(e.K8s.Update(ctx, cp)).To(Succeed())
+	e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
+	return e.NewNHC(ctx, group), cp
+}
