@@ -5,6 +5,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,15 +20,14 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 
 	It("4. remediates when the etcd disruption budget allows a disruption", func(ctx SpecContext) {
 		etcdBudget(ctx, 1)
-		_, cp := unhealthyControlPlane(ctx)
-		guardPod(ctx, cp.Name, true)
+		_, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, true) })
 		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
 	It("4. waits while the budget allows none and the node's guard pod is ready, and retries in a minute", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
-		n, cp := unhealthyControlPlane(ctx)
-		pod := guardPod(ctx, cp.Name, true)
+		var pod *corev1.Pod
+		n, cp := unhealthyControlPlane(ctx, func(node string) { pod = guardPod(ctx, node, true) })
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
@@ -40,14 +40,13 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 
 	It("4. remediates when the node's guard pod is not ready (its etcd member is already down)", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
-		_, cp := unhealthyControlPlane(ctx)
-		guardPod(ctx, cp.Name, false)
+		_, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, false) })
 		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
 	It("4. waits when the budget allows none and the node has no guard pod", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
-		n, cp := unhealthyControlPlane(ctx)
+		n, cp := unhealthyControlPlane(ctx, func(string) {})
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(2 * time.Second).Should(BeEmpty())
 	})

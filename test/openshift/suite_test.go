@@ -101,9 +101,10 @@ func setPodReady(ctx context.Context, pod *corev1.Pod, ready bool) {
 	Expect(e.K8s.Status().Update(ctx, pod)).To(Succeed())
 }
 
-// unhealthyControlPlane creates two healthy workers and an unhealthy control-plane node in a new
-// group, and an NHC for them.
-func unhealthyControlPlane(ctx context.Context) (*remediationv1alpha1.NodeHealthCheck, *corev1.Node) {
+// unhealthyControlPlane creates two healthy workers and a control-plane node in a new group, lets
+// setup prepare the node's surroundings (its guard pod) while it is healthy, as in a real cluster,
+// then makes it unhealthy and creates an NHC for the group.
+func unhealthyControlPlane(ctx context.Context, setup func(node string)) (*remediationv1alpha1.NodeHealthCheck, *corev1.Node) {
 	group := e.Unique("g")
 	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -111,6 +112,7 @@ func unhealthyControlPlane(ctx context.Context) (*remediationv1alpha1.NodeHealth
 	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(cp), cp)).To(Succeed())
 	cp.Labels[remediationcr.ControlPlaneRoleLabel] = ""
 	Expect(e.K8s.Update(ctx, cp)).To(Succeed())
+	setup(cp.Name)
 	e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 	return e.NewNHC(ctx, group), cp
 }

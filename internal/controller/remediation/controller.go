@@ -189,12 +189,20 @@ func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.Nod
 	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 		return time.Time{}, false, client.IgnoreNotFound(err)
 	}
-	if !remediationcr.IsControlPlane(n.Labels) || !r.isOpenShift() {
+	if !remediationcr.IsControlPlane(n.Labels) {
 		return time.Time{}, false, nil
 	}
+	openShift, err := r.isOpenShift()
+	if err != nil || !openShift {
+		return time.Time{}, err != nil, err
+	}
 	ok, why, err := r.etcdAllowsRemediation(ctx, node)
-	if err != nil || ok {
-		return time.Time{}, false, err
+	if err != nil {
+		return time.Time{}, true, err
+	}
+	if ok {
+		ctrl.LoggerFrom(ctx).Info("etcd quorum allows remediating the control-plane node", "node", node)
+		return time.Time{}, false, nil
 	}
 	if _, seen := r.reported.LoadOrStore("etcd/"+string(nhc.UID)+"/"+node+"/"+why, true); !seen {
 		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "Not remediating control-plane node %s yet: %s", node, why)

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -25,10 +26,18 @@ const (
 var clusterVersionGK = schema.GroupKind{Group: "config.openshift.io", Kind: "ClusterVersion"}
 
 // isOpenShift reports whether the API server serves config.openshift.io. The RESTMapper caches
-// discovery and refreshes it on a miss, so a group that appears later is seen.
-func (r *Reconciler) isOpenShift() bool {
+// discovery and refreshes it on a miss, so a group that appears later is seen. Only "no such kind"
+// means not OpenShift: any other error (discovery failing under load, say) is returned, so that a
+// control-plane node is never remediated without the etcd check just because discovery hiccupped.
+func (r *Reconciler) isOpenShift() (bool, error) {
 	_, err := r.RESTMapper().RESTMapping(clusterVersionGK)
-	return err == nil
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering whether this is OpenShift: %w", err)
+	}
+	return true, nil
 }
 
 // etcdAllowsRemediation reports whether remediating the control-plane node keeps etcd quorum, and
