@@ -113,11 +113,7 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 
 // phase derives phase and reason, in precedence Disabled > Paused > Remediating > Enabled.
 func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *templateProblem) (remediationv1alpha1.NHCPhase, string) {
-	skipped := d.Skipped()
-	skipNote := ""
-	if len(skipped) > 0 {
-		skipNote = fmt.Sprintf("; %d unhealthy node(s) not remediated: %s", len(skipped), skipped[0].SkipMessage)
-	}
+	skipNote := skippedNote(d.Skipped())
 	switch {
 	case problem != nil:
 		return remediationv1alpha1.PhaseDisabled, problem.message
@@ -176,4 +172,29 @@ func setStormConditions(conditions *[]metav1.Condition, nhc *remediationv1alpha1
 	}
 	meta.SetStatusCondition(conditions, active)
 	meta.SetStatusCondition(conditions, cooling)
+}
+
+// maxNamedSkips bounds how many skipped nodes the reason names, so it stays readable in
+// `kubectl get nhc`; the count covers the rest.
+const maxNamedSkips = 5
+
+// skippedNote lists the unhealthy nodes that are not remediated, and why.
+func skippedNote(skipped []health.NodeDecision) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, n := range skipped {
+		if i == maxNamedSkips {
+			parts = append(parts, fmt.Sprintf("and %d more", len(skipped)-maxNamedSkips))
+			break
+		}
+		// Budget and pause reasons are the same for every node: say them once.
+		if i > 0 && n.SkipMessage == skipped[0].SkipMessage {
+			parts = append(parts, n.Name)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s)", n.Name, n.SkipMessage))
+	}
+	return fmt.Sprintf("; %d unhealthy node(s) not remediated: %s", len(skipped), strings.Join(parts, ", "))
 }

@@ -33,7 +33,8 @@ var _ = Describe("Safety rules", func() {
 			e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
 			n := e.NewNHC(ctx, group)
 			if excluded {
-				Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("excluded by label"))
+				Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring("excluded by label"), ContainSubstring(sick.Name)),
+					"an excluded node is still listed as unhealthy, in the reason")
 				Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 				Expect(e.Status(ctx, n)().HealthyNodes).To(PointTo(Equal(2)), "an excluded unhealthy node is counted unhealthy")
 			} else {
