@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 )
@@ -136,27 +136,14 @@ func run(o *options) error {
 			TLSOpts: tlsOpts,
 		}),
 	}
-	nhc.ConfigureManager(&mgrOpts)
+	controller.ConfigureManager(&mgrOpts)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	if err := (&nhc.Reconciler{
-		Client:   mgr.GetClient(),
-		Clock:    clock.RealClock{},
-		Recorder: mgr.GetEventRecorder(nhc.ControllerName),
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
-	}
-	if err := (&remediation.Reconciler{
-		Client:         mgr.GetClient(),
-		Clock:          clock.RealClock{},
-		APIReader:      mgr.GetAPIReader(),
-		LeaseNamespace: o.leaseNamespace,
-		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
-	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
+	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace}); err != nil {
+		return err
 	}
 
 	if o.enableWebhooks {

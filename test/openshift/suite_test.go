@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -39,14 +39,9 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, nhc.ConfigureManager,
-		func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			if err := (&nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}).SetupWithManager(mgr); err != nil {
-				return err
-			}
-			return (&remediation.Reconciler{Client: mgr.GetClient(), Clock: clock, APIReader: mgr.GetAPIReader(),
-				Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
-		})
+	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+		return controller.SetupWithManager(mgr, controller.Options{Clock: clock})
+	})
 	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.EtcdNamespace}})).To(Succeed())
 })
 

@@ -11,8 +11,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -28,11 +27,8 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	e = testutil.StartControllers(nhc.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-		if err := (&nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}).SetupWithManager(mgr); err != nil {
-			return err
-		}
-		return (&remediation.Reconciler{Client: mgr.GetClient(), Clock: clock, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder(remediation.ControllerName)}).SetupWithManager(mgr)
+	e = testutil.StartControllers(controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+		return controller.SetupWithManager(mgr, controller.Options{Clock: clock})
 	})
 })
 
