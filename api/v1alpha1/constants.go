@@ -12,6 +12,10 @@ const (
 	// ConditionTypeStormCooldownActive is True while the threshold holds again but the storm cooldown
 	// has not passed yet.
 	ConditionTypeStormCooldownActive = "StormCooldownActive"
+	// ConditionTypeUpgradeInProgress is True while an upgrade signal holds new remediations back,
+	// Unknown until the upgrade detectors have been evaluated (which holds them back too), and False
+	// otherwise. Its reason names the signal; running remediations continue either way.
+	ConditionTypeUpgradeInProgress = "UpgradeInProgress"
 )
 
 // Reasons of NodeHealthCheck conditions.
@@ -32,6 +36,28 @@ const (
 	ConditionReasonDisabledInvalidConfig = "InvalidConfiguration"
 	// ConditionReasonHealthyNodeThresholdChange is the reason of the storm conditions.
 	ConditionReasonHealthyNodeThresholdChange = "HealthyNodeThresholdChange"
+
+	// ConditionReasonNoUpgrade is the reason of UpgradeInProgress=False when no signal is seen.
+	ConditionReasonNoUpgrade = "NoUpgradeDetected"
+	// ConditionReasonUpgradeUnknown is the reason of UpgradeInProgress=Unknown: the upgrade detectors
+	// have not been evaluated yet (or cannot be; the message says why).
+	ConditionReasonUpgradeUnknown = "UpgradeStateUnknown"
+	// ConditionReasonUpgradePauseExpired is the reason of UpgradeInProgress=False when a signal held
+	// remediation back for longer than the operator's maximum pause: remediation resumes although the
+	// signal is still seen.
+	ConditionReasonUpgradePauseExpired = "UpgradePauseExpired"
+	// ConditionReasonClusterVersionProgressing: OpenShift's ClusterVersion is Progressing.
+	ConditionReasonClusterVersionProgressing = "ClusterVersionProgressing"
+	// ConditionReasonMachineConfigUpdating: on a hosted control plane, a node about to be remediated
+	// is being updated by the Machine Config Operator.
+	ConditionReasonMachineConfigUpdating = "MachineConfigUpdating"
+	// ConditionReasonClusterAPIRollout: a Cluster API KubeadmControlPlane or MachineDeployment rolls out.
+	ConditionReasonClusterAPIRollout = "ClusterAPIRollout"
+	// ConditionReasonNodeRollingUpgrade: selected nodes run kubelets of different minor versions and
+	// at least one of them is cordoned.
+	ConditionReasonNodeRollingUpgrade = "NodeRollingUpgrade"
+	// ConditionReasonPauseObject: the cluster-wide pause ConfigMap or Lease exists.
+	ConditionReasonPauseObject = "UpgradePauseRequested"
 )
 
 // NHCPhase is a short, human readable summary of what a NodeHealthCheck is doing.
@@ -74,6 +100,10 @@ const (
 	// handles several CRs per node: CRs get generated names, and one kind may appear in several
 	// escalation steps.
 	MultipleTemplatesSupportAnnotation = "remediation.medik8s.io/multiple-templates-support"
+	// MachineConfigCurrentAnnotation and MachineConfigDesiredAnnotation on a Node are the Machine
+	// Config Operator's: they differ while the node is being updated.
+	MachineConfigCurrentAnnotation = "machineconfiguration.openshift.io/currentConfig"
+	MachineConfigDesiredAnnotation = "machineconfiguration.openshift.io/desiredConfig"
 	// OldRemediationCRAnnotation flags a remediation CR that has been running for too long.
 	OldRemediationCRAnnotation = "nodehealthcheck.medik8s.io/old-remediation-cr-flag"
 )

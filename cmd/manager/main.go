@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
@@ -45,6 +47,7 @@ type options struct {
 	enableWebhooks   bool
 	enableHTTP2      bool
 	leaseNamespace   string
+	upgrade          controller.UpgradeOptions
 	zap              zap.Options
 }
 
@@ -72,12 +75,31 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Allow HTTP/2 on the metrics and webhook servers. Off by default to avoid the HTTP/2 stream-reset and rapid-reset vulnerabilities.")
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", remediation.DefaultLeaseNamespace,
 		"Namespace of the node leases taken before remediating a node (created if missing); other operators that touch nodes coordinate through them.")
+	fs.BoolVar(&o.upgrade.ClusterAPI, "upgrade-detect-cluster-api", false,
+		"Start no new remediation while a Cluster API KubeadmControlPlane or MachineDeployment rolls out.")
+	fs.BoolVar(&o.upgrade.NodeRollout, "upgrade-detect-node-rollout", false,
+		"Start no new remediation in a NodeHealthCheck while its nodes run kubelets of different minor versions and one of them is cordoned (a node-by-node upgrade).")
+	var pauseObject string
+	fs.StringVar(&pauseObject, "upgrade-pause-object", "",
+		"<namespace>/<name> of a ConfigMap or Lease whose existence pauses new remediations in every NodeHealthCheck: the hook for upgrade tools. A Lease with leaseDurationSeconds pauses only until it expires.")
+	fs.DurationVar(&o.upgrade.MaxPause, "upgrade-max-pause", 0,
+		"Resume remediation, with a warning event, after upgrade signals held it back this long (for example 6h). 0: no limit.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if pauseObject != "" {
+		ns, name, ok := strings.Cut(pauseObject, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return nil, fmt.Errorf("--upgrade-pause-object %q: want <namespace>/<name>", pauseObject)
+		}
+		o.upgrade.PauseObject = types.NamespacedName{Namespace: ns, Name: name}
+	}
+	if o.upgrade.MaxPause < 0 {
+		return nil, fmt.Errorf("--upgrade-max-pause %s: must not be negative", o.upgrade.MaxPause)
 	}
 	return o, nil
 }
@@ -142,7 +164,7 @@ func run(o *options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
-	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace}); err != nil {
+	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade}); err != nil {
 		return err
 	}
 

@@ -3,6 +3,11 @@ package main
 import (
 	"flag"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/medik8s/node-healthcheck/internal/controller"
 )
 
 // The flag names are an interface the chart, the docs and users' scripts depend on.
@@ -16,6 +21,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"kubeconfig", "metrics-bind-address", "health-probe-bind-address", "leader-elect",
 		"leader-election-id", "leader-election-namespace", "webhook-port", "webhook-cert-dir",
 		"enable-webhooks", "metrics-secure", "enable-http2", "lease-namespace",
+		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -38,6 +44,26 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if o.webhookPort != 9443 {
 		t.Errorf("webhook port %d, want 9443", o.webhookPort)
+	}
+	if o.upgrade != (controller.UpgradeOptions{}) {
+		t.Errorf("plain-Kubernetes upgrade detectors must be off by default: %+v", o.upgrade)
+	}
+}
+
+func TestUpgradeFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--upgrade-detect-cluster-api", "--upgrade-detect-node-rollout",
+		"--upgrade-pause-object=upgrades/pause-remediation", "--upgrade-max-pause=6h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := controller.UpgradeOptions{ClusterAPI: true, NodeRollout: true, PauseObject: types.NamespacedName{Namespace: "upgrades", Name: "pause-remediation"}, MaxPause: 6 * time.Hour}
+	if o.upgrade != want {
+		t.Errorf("got %+v, want %+v", o.upgrade, want)
+	}
+	for _, bad := range []string{"--upgrade-pause-object=pause", "--upgrade-pause-object=/pause", "--upgrade-pause-object=ns/", "--upgrade-pause-object=a/b/c", "--upgrade-max-pause=-1h"} {
+		if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }
 

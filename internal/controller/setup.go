@@ -4,12 +4,16 @@ package controller
 
 import (
 	"fmt"
+	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // Options configure the controllers.
@@ -18,17 +22,53 @@ type Options struct {
 	Clock clock.PassiveClock
 	// LeaseNamespace holds the node leases (remediation.DefaultLeaseNamespace when empty).
 	LeaseNamespace string
+	// Upgrade configures upgrade-aware pausing.
+	Upgrade UpgradeOptions
+	// Gate, when set, is the upgrade gate to use (tests inspect and drive it); a new one otherwise.
+	Gate *upgrade.Gate
+}
+
+// UpgradeOptions turn on the plain-Kubernetes upgrade detectors (the OpenShift ones turn on by
+// themselves) and bound the pause.
+type UpgradeOptions struct {
+	// ClusterAPI pauses while a KubeadmControlPlane or MachineDeployment rolls out.
+	ClusterAPI bool
+	// NodeRollout pauses a NodeHealthCheck while its nodes run kubelets of different minor versions
+	// and one of them is cordoned.
+	NodeRollout bool
+	// PauseObject, when set, names a ConfigMap or Lease whose existence pauses every NodeHealthCheck.
+	PauseObject types.NamespacedName
+	// MaxPause, when positive, resumes remediation after signals held it back this long.
+	MaxPause time.Duration
 }
 
 // ConfigureManager sets the manager options the controllers rely on (see nhc.ConfigureManager).
 func ConfigureManager(o *ctrl.Options) { nhc.ConfigureManager(o) }
 
-// SetupWithManager registers the nhc and remediation controllers with the manager.
+// SetupWithManager registers the upgradeguard, nhc and remediation controllers with the manager,
+// sharing one upgrade gate.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	gate := o.Gate
+	if gate == nil {
+		gate = upgrade.NewGate(o.Upgrade.NodeRollout)
+	}
+	if err := (&upgradeguard.Guard{
+		Client:      mgr.GetClient(),
+		Mapper:      mgr.GetRESTMapper(),
+		Gate:        gate,
+		Recorder:    mgr.GetEventRecorder(upgradeguard.ControllerName),
+		Clock:       o.Clock,
+		ClusterAPI:  o.Upgrade.ClusterAPI,
+		PauseObject: o.Upgrade.PauseObject,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
+	}
 	if err := (&nhc.Reconciler{
 		Client:   mgr.GetClient(),
 		Clock:    o.Clock,
 		Recorder: mgr.GetEventRecorder(nhc.ControllerName),
+		Gate:     gate,
+		MaxPause: o.Upgrade.MaxPause,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
@@ -38,6 +78,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
+		Gate:           gate,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

@@ -31,6 +31,9 @@ type Node struct {
 	Excluded bool
 	// ControlPlane is true for control-plane (or master) nodes: at most one is remediated at a time.
 	ControlPlane bool
+	// LeftToMachineHealthCheck is true when the default termination-handler MachineHealthCheck
+	// handles the node (OpenShift): no new remediation.
+	LeftToMachineHealthCheck bool
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -50,6 +53,8 @@ const (
 	SkipThreshold SkipReason = "HealthyNodeThreshold"
 	// SkipStorm: storm recovery holds new remediations until its cooldown has passed.
 	SkipStorm SkipReason = "StormRecovery"
+	// SkipMachineHealthCheck: the termination-handler MachineHealthCheck handles the node.
+	SkipMachineHealthCheck SkipReason = "HandledByMachineHealthCheck"
 	// SkipExcluded: the node carries the exclude-from-remediation label.
 	SkipExcluded SkipReason = "ExcludedFromRemediation"
 	// SkipControlPlane: another control-plane node is being remediated.
@@ -267,6 +272,8 @@ func Decide(in Input) Decision {
 		switch {
 		case reason != "":
 			skip(nd, reason, message)
+		case n.LeftToMachineHealthCheck:
+			skip(nd, SkipMachineHealthCheck, fmt.Sprintf("node %s is terminating and left to the termination-handler MachineHealthCheck", n.Name))
 		case n.Excluded:
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case n.ControlPlane && controlPlaneBusy != "":

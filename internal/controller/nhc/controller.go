@@ -21,11 +21,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -45,6 +47,11 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Recorder emits events.
 	Recorder events.EventRecorder
+	// Gate is the upgrade gate the upgradeguard controller feeds; nil: no upgrade awareness (tests of
+	// this controller alone).
+	Gate *upgrade.Gate
+	// MaxPause bounds how long upgrade signals hold new remediations back; zero: no bound.
+	MaxPause time.Duration
 
 	watcher *dynamicwatch.Watcher
 	metrics metricsState
@@ -53,12 +60,17 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
-// annotations or conditions; heartbeats are dropped) and CRDs (a remediator installed later enables
-// a disabled NodeHealthCheck at once).
+// annotations, conditions, cordoning or kubelet version; heartbeats are dropped), CRDs (a
+// remediator installed later enables a disabled NodeHealthCheck at once) and the upgrade gate
+// (waiting remediations start as soon as it opens).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Gate != nil {
+		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	}
+	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(NodeChangePredicate())).
@@ -80,21 +92,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	stored := &remediationv1alpha1.NodeHealthCheck{}
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.metrics.syncOngoing(req.Name, nil)
+			r.forget(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !stored.DeletionTimestamp.IsZero() {
-		r.metrics.syncOngoing(req.Name, nil)
+		r.forget(req.Name)
 		return ctrl.Result{}, nil
 	}
 	nhc := stored.DeepCopy()
 	remediationv1alpha1.SetDefaults(nhc) // objects admitted without the webhook
 	now := r.Clock.Now()
 
+	verdict := upgrade.Verdict{Known: true}
+	if r.Gate != nil {
+		verdict = r.Gate.Verdict()
+	}
 	problem, err := checkTemplates(ctx, r, &nhc.Spec)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if conflict := verdict.MachineHealthChecks.Conflict; conflict != "" {
+		problem = &templateProblem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
 	if err := r.ensureWatches(&nhc.Spec); err != nil {
 		return ctrl.Result{}, err
@@ -126,17 +145,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: r.excluded(&n, stored), ControlPlane: remediationcr.IsControlPlane(n.Labels)})
+			Excluded: r.excluded(&n, stored), ControlPlane: remediationcr.IsControlPlane(n.Labels),
+			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(verdict.MachineHealthChecks, &n)})
 	}
+	up := r.upgradeOutcome(stored, verdict, nodes, crs, nhc.Spec.UnhealthyConditions, now)
 	if problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})
 	}
 	if len(nhc.Spec.PauseRequests) > 0 {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", nhc.Spec.PauseRequests)})
 	}
+	if up.Blocked != "" {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipUpgrade, Message: up.Blocked})
+	}
 	d := health.Decide(in)
 
-	status := buildStatus(stored, d, crs, problem, now)
+	status := buildStatus(stored, d, crs, problem, up, now)
 	if !equality.Semantic.DeepEqual(status, stored.Status) {
 		updated := stored.DeepCopy()
 		updated.Status = status
@@ -154,10 +178,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	r.metrics.syncOngoing(stored.Name, &status)
 
-	if d.Next.IsZero() {
+	next := d.Next
+	if !up.Expires.IsZero() && (next.IsZero() || up.Expires.Before(next)) {
+		next = up.Expires
+	}
+	if next.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: d.Next.Sub(now)}, nil
+	return ctrl.Result{RequeueAfter: next.Sub(now)}, nil
+}
+
+// forget drops what is kept in memory about a deleted NodeHealthCheck.
+func (r *Reconciler) forget(name string) {
+	r.metrics.syncOngoing(name, nil)
+	if r.Gate != nil {
+		r.Gate.ReportNode(upgrade.DetectorNodeRollout, name, false)
+		r.Gate.ReportNode(upgrade.DetectorMachineConfig, name, false)
+	}
 }
 
 // ensureWatches starts watching each referenced template kind (enqueue the NodeHealthChecks that
@@ -192,18 +229,7 @@ func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object
 
 // nhcRequests enqueues the NodeHealthChecks that match.
 func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1alpha1.NodeHealthCheck) bool) []reconcile.Request {
-	list := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := r.List(ctx, list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing NodeHealthChecks")
-		return nil
-	}
-	var reqs []reconcile.Request
-	for i := range list.Items {
-		if match(&list.Items[i]) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
-		}
-	}
-	return reqs
+	return remediationcr.NHCRequests(ctx, r, match)
 }
 
 func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {

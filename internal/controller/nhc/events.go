@@ -20,6 +20,14 @@ const (
 	EventReasonStormRecoveryStarted         = "StormRecoveryStarted"
 	EventReasonStormRecoveryCooldownStarted = "StormRecoveryCooldownStarted"
 	EventReasonStormRecoveryEnded           = "StormRecoveryEnded"
+
+	// EventReasonUpgradeDetected: an upgrade signal holds new remediations back.
+	EventReasonUpgradeDetected = "UpgradeDetected"
+	// EventReasonUpgradeEnded: no upgrade signal is seen any more; remediation resumes.
+	EventReasonUpgradeEnded = "UpgradeEnded"
+	// EventReasonUpgradePauseExpired (warning): signals held remediation back for the maximum pause;
+	// remediation resumes although they are still seen.
+	EventReasonUpgradePauseExpired = "UpgradePauseExpired"
 )
 
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
@@ -37,6 +45,8 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonEnabled, "Enable", "%s", now.Message)
 		}
 	}
+
+	r.emitUpgradeEvents(old, updated)
 
 	listed := map[string]bool{}
 	for _, n := range old.Status.UnhealthyNodes {
@@ -65,5 +75,22 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	if skipped := d.Skipped(); len(skipped) > 0 && old.Status.Reason != updated.Status.Reason {
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
 			"Skipped remediation of %d unhealthy node(s) (%s): %s", len(skipped), skipped[0].SkipReason, skipped[0].SkipMessage)
+	}
+}
+
+// emitUpgradeEvents reports the UpgradeInProgress condition's transitions into and out of True.
+// Unknown, which the condition is only briefly after the operator starts, makes no event.
+func (r *Reconciler) emitUpgradeEvents(old, updated *remediationv1alpha1.NodeHealthCheck) {
+	was := meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
+	now := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
+	wasTrue := was != nil && was.Status == metav1.ConditionTrue
+	switch {
+	case now == nil:
+	case now.Status == metav1.ConditionTrue && !wasTrue:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonUpgradeDetected, "PauseForUpgrade", "%s", now.Message)
+	case now.Reason == remediationv1alpha1.ConditionReasonUpgradePauseExpired && (was == nil || was.Reason != now.Reason):
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonUpgradePauseExpired, "ResumeAfterMaxPause", "%s", now.Message)
+	case now.Status == metav1.ConditionFalse && wasTrue:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Resume", "No upgrade signal is seen any more; remediation resumes")
 	}
 }

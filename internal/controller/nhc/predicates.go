@@ -9,8 +9,8 @@ import (
 )
 
 // NodeChangePredicate passes node creations and deletions, and updates that change what decisions
-// read: labels, annotations, or a condition's type, status or transition time. A heartbeat, which
-// only moves lastHeartbeatTime, passes nothing.
+// read: labels, annotations, a condition's type, status or transition time, cordoning, or the
+// kubelet version. A heartbeat, which only moves lastHeartbeatTime, passes nothing.
 func NodeChangePredicate() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -21,6 +21,8 @@ func NodeChangePredicate() predicate.Predicate {
 			}
 			return !maps.Equal(oldNode.Labels, newNode.Labels) ||
 				!maps.Equal(oldNode.Annotations, newNode.Annotations) ||
+				oldNode.Spec.Unschedulable != newNode.Spec.Unschedulable ||
+				oldNode.Status.NodeInfo.KubeletVersion != newNode.Status.NodeInfo.KubeletVersion ||
 				!sameConditions(oldNode.Status.Conditions, newNode.Status.Conditions)
 		},
 	}
@@ -39,7 +41,8 @@ func sameConditions(a, b []corev1.NodeCondition) bool {
 }
 
 // TrimNode is a cache transform that keeps of a Node only what decisions read (metadata without
-// managed fields, and the conditions), so the node cache stays small on large clusters.
+// managed fields, cordoning and taints, the conditions, and the kubelet version), so the node cache
+// stays small on large clusters.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -50,6 +53,7 @@ func TrimNode(obj any) (any, error) {
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
 	trimmed.Spec.Taints = n.Spec.Taints
 	trimmed.Status.Conditions = n.Status.Conditions
+	trimmed.Status.NodeInfo.KubeletVersion = n.Status.NodeInfo.KubeletVersion
 	for i := range trimmed.Status.Conditions {
 		trimmed.Status.Conditions[i].Message = ""
 	}

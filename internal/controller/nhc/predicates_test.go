@@ -17,7 +17,7 @@ func testNode() *corev1.Node {
 		Status: corev1.NodeStatus{
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: t, LastHeartbeatTime: t, Message: "kubelet is posting ready status"}},
 			Images:     []corev1.ContainerImage{{Names: []string{"big/image:1"}, SizeBytes: 1 << 30}},
-			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.2", OSImage: "Debian GNU/Linux 13"},
 		},
 	}
 }
@@ -43,6 +43,9 @@ func TestNodeChangePredicate(t *testing.T) {
 		}, true},
 		{"label", func(n *corev1.Node) { n.Labels["a"] = "c" }, true},
 		{"annotation", func(n *corev1.Node) { n.Annotations["x"] = "z" }, true},
+		{"cordoned", func(n *corev1.Node) { n.Spec.Unschedulable = true }, true},
+		{"kubelet upgraded", func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = "v1.38.0" }, true},
+		{"images only", func(n *corev1.Node) { n.Status.Images = nil }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -66,10 +69,11 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 	}
 	trimmed := out.(*corev1.Node)
 	if trimmed.Labels["a"] != "b" || trimmed.Annotations["x"] != "y" || len(trimmed.Status.Conditions) != 1 ||
-		trimmed.Status.Conditions[0].Status != corev1.ConditionTrue || trimmed.Status.Conditions[0].LastTransitionTime.IsZero() {
+		trimmed.Status.Conditions[0].Status != corev1.ConditionTrue || trimmed.Status.Conditions[0].LastTransitionTime.IsZero() ||
+		trimmed.Status.NodeInfo.KubeletVersion != "v1.37.2" {
 		t.Errorf("lost what decisions read: %+v", trimmed)
 	}
-	if trimmed.ManagedFields != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.KubeletVersion != "" || trimmed.Status.Conditions[0].Message != "" {
+	if trimmed.ManagedFields != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
 		t.Errorf("kept what decisions do not read: %+v", trimmed)
 	}
 }

@@ -14,13 +14,14 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // buildStatus turns a decision into the NodeHealthCheck's next status. It keeps what only the old
 // status knows (when a node turned healthy, timeouts recorded for CRs) and sets lastUpdateTime only
 // when something else changed.
 func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, crs map[string][]unstructured.Unstructured,
-	problem *templateProblem, now time.Time) remediationv1alpha1.NodeHealthCheckStatus {
+	problem *templateProblem, up upgrade.Outcome, now time.Time) remediationv1alpha1.NodeHealthCheckStatus {
 	old := &nhc.Status
 	st := remediationv1alpha1.NodeHealthCheckStatus{
 		ObservedNodes: ptr(d.Observed),
@@ -64,8 +65,9 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 	}
 	meta.SetStatusCondition(&st.Conditions, disabled)
 	setStormConditions(&st.Conditions, nhc, d, now)
+	meta.SetStatusCondition(&st.Conditions, up.Condition)
 
-	st.Phase, st.Reason = phase(nhc, st.UnhealthyNodes, d, problem)
+	st.Phase, st.Reason = phase(nhc, st.UnhealthyNodes, d, problem, up.Blocked)
 
 	st.LastUpdateTime = old.LastUpdateTime
 	cmp := st.DeepCopy()
@@ -111,14 +113,18 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 	return out
 }
 
-// phase derives phase and reason, in precedence Disabled > Paused > Remediating > Enabled.
-func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *templateProblem) (remediationv1alpha1.NHCPhase, string) {
+// phase derives phase and reason, in precedence Disabled > Paused (pauseRequests, then upgrade) >
+// Remediating > Enabled.
+func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *templateProblem,
+	upgradeBlock string) (remediationv1alpha1.NHCPhase, string) {
 	skipNote := skippedNote(d.Skipped())
 	switch {
 	case problem != nil:
 		return remediationv1alpha1.PhaseDisabled, problem.message
 	case len(nhc.Spec.PauseRequests) > 0:
 		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ")
+	case upgradeBlock != "":
+		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + upgradeBlock
 	case len(entries) > 0:
 		names := make([]string, 0, len(entries))
 		for _, e := range entries {

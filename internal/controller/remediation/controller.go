@@ -20,12 +20,15 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -69,6 +72,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
+	// Gate is the upgrade gate; checked right before a first CR is created, because it may have
+	// closed after the status approving the CR was written. nil: no upgrade awareness.
+	Gate *upgrade.Gate
 
 	watcher *dynamicwatch.Watcher
 	// reported remembers "first wins" skips already reported, so each is reported once (again after
@@ -76,10 +82,15 @@ type Reconciler struct {
 	reported sync.Map
 }
 
-// SetupWithManager registers the controller for NodeHealthChecks (spec and status) and, added as
-// they are referenced, their remediation CR kinds.
+// SetupWithManager registers the controller for NodeHealthChecks (spec and status), the upgrade gate
+// (an approval held back by it starts when it opens) and, added as they are referenced, their
+// remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Gate != nil {
+		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	}
+	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
 		Build(r)
@@ -155,9 +166,10 @@ func (r *Reconciler) tend(ctx context.Context, nhc *remediationv1alpha1.NodeHeal
 }
 
 // start creates an approved node's first CR once it holds the node's lease, unless the
-// NodeHealthCheck was paused or disabled since the approval. It returns when to look again.
+// NodeHealthCheck was paused, disabled or held back by an upgrade since the approval. It returns when
+// to look again.
 func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, now time.Time) (time.Time, error) {
-	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
+	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) || r.upgradeHolds(nhc) {
 		return time.Time{}, nil
 	}
 	first := health.Escalate(steps, nil, now).Next
@@ -176,6 +188,21 @@ func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHea
 		return lease.expires, nil
 	}
 	return lease.renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *first))
+}
+
+// upgradeHolds reports whether an upgrade holds new remediations back: the NodeHealthCheck's
+// UpgradeInProgress condition is not False, or the gate blocks although the condition did not say so
+// yet (it closed after the status was written, or the operator just started). A pause that expired
+// (UpgradePauseExpired) does not hold.
+func (r *Reconciler) upgradeHolds(nhc *remediationv1alpha1.NodeHealthCheck) bool {
+	c := meta.FindStatusCondition(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
+	if c != nil && c.Status != metav1.ConditionFalse {
+		return true
+	}
+	if r.Gate == nil || (c != nil && c.Reason == remediationv1alpha1.ConditionReasonUpgradePauseExpired) {
+		return false
+	}
+	return r.Gate.Verdict().Blocking()
 }
 
 // etcdRetry is how soon a control-plane node blocked by the etcd guard is looked at again: etcd
@@ -554,6 +581,10 @@ func (r *Reconciler) nodeEvent(node string, nhc *remediationv1alpha1.NodeHealthC
 }
 
 var machineGVK = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "Machine"}
+
+func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {
+	return remediationcr.NHCRequests(ctx, r, nil)
+}
 
 func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
 	if name, _, ok := remediationcr.ControllerNHC(cr); ok {

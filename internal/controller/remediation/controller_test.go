@@ -247,8 +247,16 @@ var _ = Describe("The remediation lifecycle", func() {
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 		cr := testCRs(ctx, sick.Name)()[0]
-		cr.SetFinalizers([]string{"test.medik8s.io/remediator"})
-		Expect(e.K8s.Update(ctx, &cr)).To(Succeed())
+		// The controller may annotate the CR meanwhile (after a spec stepped the clock by days, new
+		// CRs are flagged as old at once): retry on conflicts, as a remediator would.
+		setFinalizers := func(finalizers ...string) {
+			Eventually(func() error {
+				Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(&cr), &cr)).To(Succeed())
+				cr.SetFinalizers(finalizers)
+				return e.K8s.Update(ctx, &cr)
+			}).Should(Succeed())
+		}
+		setFinalizers("test.medik8s.io/remediator")
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
 		Eventually(func() bool {
@@ -257,8 +265,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		}).Should(BeTrue())
 		Consistently(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).WithTimeout(time.Second).Should(ConsistOf(sick.Name))
 
-		cr.SetFinalizers(nil)
-		Expect(e.K8s.Update(ctx, &cr)).To(Succeed())
+		setFinalizers()
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 	})
 

@@ -1,0 +1,139 @@
+package upgradeguard
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
+)
+
+// detector is one source of upgrade information. Each is evaluated as a whole, under its own
+// reconcile request (its name), whenever one of the objects of its kinds changes.
+type detector struct {
+	name string
+	// kinds are the kinds it reads; the served ones are watched through the shared cache.
+	kinds []schema.GroupKind
+	// auto detectors are on when the API server serves one of their kinds (OpenShift); the others
+	// are on when their flag is.
+	auto bool
+	// evaluate reads the served kinds and reports to the gate; it returns when to look again without
+	// an event (zero: only on events).
+	evaluate func(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error)
+}
+
+// Groups and kinds the detectors read.
+var (
+	clusterVersionKind     = schema.GroupKind{Group: "config.openshift.io", Kind: "ClusterVersion"}
+	infrastructureKind     = schema.GroupKind{Group: "config.openshift.io", Kind: "Infrastructure"}
+	machineHealthCheckKind = schema.GroupKind{Group: "machine.openshift.io", Kind: "MachineHealthCheck"}
+	kubeadmControlPlane    = schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
+	machineDeployment      = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"}
+)
+
+// detectors in the order their signals are reported.
+var detectors = []detector{
+	{name: upgrade.DetectorClusterVersion, kinds: []schema.GroupKind{clusterVersionKind}, auto: true, evaluate: evaluateClusterVersion},
+	{name: upgrade.DetectorInfrastructure, kinds: []schema.GroupKind{infrastructureKind}, auto: true, evaluate: evaluateInfrastructure},
+	{name: upgrade.DetectorMachineHealthCheck, kinds: []schema.GroupKind{machineHealthCheckKind}, auto: true, evaluate: evaluateMachineHealthChecks},
+	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{kubeadmControlPlane, machineDeployment}, evaluate: evaluateClusterAPI},
+	{name: upgrade.DetectorPauseObject, evaluate: evaluatePauseObject},
+}
+
+// list lists every object of the served kinds from the cache.
+func list(ctx context.Context, c client.Reader, served []schema.GroupVersionKind) ([]unstructured.Unstructured, error) {
+	var out []unstructured.Unstructured
+	for _, gvk := range served {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		out = append(out, l.Items...)
+	}
+	return out, nil
+}
+
+func evaluateClusterVersion(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	cvs, err := list(ctx, g.Client, served)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var s *upgrade.Signal
+	for i := range cvs {
+		if s = upgrade.ClusterVersionProgressing(&cvs[i]); s != nil {
+			break
+		}
+	}
+	g.report(ctx, upgrade.DetectorClusterVersion, s)
+	return time.Time{}, nil
+}
+
+func evaluateInfrastructure(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	if len(served) == 0 {
+		g.Gate.SetHostedControlPlane(false)
+		return time.Time{}, nil
+	}
+	infra := &unstructured.Unstructured{}
+	infra.SetGroupVersionKind(served[0])
+	err := g.Get(ctx, client.ObjectKey{Name: "cluster"}, infra)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return time.Time{}, fmt.Errorf("getting Infrastructure cluster: %w", err)
+	}
+	g.Gate.SetHostedControlPlane(err == nil && upgrade.HostedControlPlane(infra))
+	return time.Time{}, nil
+}
+
+func evaluateMachineHealthChecks(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	mhcs, err := list(ctx, g.Client, served)
+	if err != nil {
+		return time.Time{}, err
+	}
+	m := upgrade.ClassifyMachineHealthChecks(mhcs)
+	before := g.Gate.Verdict().MachineHealthChecks
+	g.Gate.SetMachineHealthChecks(m)
+	if m.Conflict != "" && before.Conflict == "" {
+		ctrl.LoggerFrom(ctx).Info("Conflicting MachineHealthCheck found, NodeHealthChecks are disabled", "detail", m.Conflict)
+	}
+	return time.Time{}, nil
+}
+
+func evaluateClusterAPI(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	objs, err := list(ctx, g.Client, served)
+	if err != nil {
+		return time.Time{}, err
+	}
+	g.report(ctx, upgrade.DetectorClusterAPI, upgrade.ClusterAPIRollouts(objs))
+	return time.Time{}, nil
+}
+
+func evaluatePauseObject(ctx context.Context, g *Guard, _ []schema.GroupVersionKind) (time.Time, error) {
+	key := client.ObjectKey{Namespace: g.PauseObject.Namespace, Name: g.PauseObject.Name}
+	cm := &corev1.ConfigMap{}
+	switch err := g.pauseCache.Get(ctx, key, cm); {
+	case err == nil:
+		g.report(ctx, upgrade.DetectorPauseObject, upgrade.PauseConfigMap(cm))
+		return time.Time{}, nil
+	case !apierrors.IsNotFound(err):
+		return time.Time{}, fmt.Errorf("getting pause ConfigMap %s: %w", key, err)
+	}
+	lease := &coordinationv1.Lease{}
+	switch err := g.pauseCache.Get(ctx, key, lease); {
+	case err == nil:
+		s, until := upgrade.PauseLease(lease, g.Clock.Now())
+		g.report(ctx, upgrade.DetectorPauseObject, s)
+		return until, nil
+	case !apierrors.IsNotFound(err):
+		return time.Time{}, fmt.Errorf("getting pause Lease %s: %w", key, err)
+	}
+	g.report(ctx, upgrade.DetectorPauseObject, nil)
+	return time.Time{}, nil
+}
