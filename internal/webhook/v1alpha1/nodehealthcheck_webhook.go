@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,18 +27,36 @@ const (
 	ValidatePath = "/validate-remediation-medik8s-io-v1alpha1-nodehealthcheck"
 )
 
-// lookupTimeout bounds the template lookups of one admission request. The webhook configurations
-// allow 5s; a lookup that cannot be answered sooner (a template kind the operator may not list, say)
-// refuses the request with a clear message instead of timing out the API server's call.
+// lookupTimeout bounds the lookups (control-plane topology, then templates) of one admission request.
+// The webhook configurations allow 5s; a lookup that cannot be answered sooner (a template kind the
+// operator may not list, say) refuses the request with a clear message instead of timing out the API
+// server's call.
 const lookupTimeout = 3 * time.Second
+
+// ControlPlaneTopologyDualReplica is the status.controlPlaneTopology of OpenShift's Infrastructure/cluster
+// on a two-node cluster with fencing. The cluster fences its own nodes there, so NodeHealthCheck is not
+// supported and the validating webhook refuses to create or update one.
+const ControlPlaneTopologyDualReplica = "DualReplica"
+
+// infrastructureGVK and infrastructureName identify OpenShift's cluster-scoped singleton that reports
+// the control-plane topology.
+var infrastructureGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}
+
+const infrastructureName = "cluster"
 
 // +kubebuilder:webhook:path=/mutate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=true,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update,versions=v1alpha1,name=mnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=false,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update;delete,versions=v1alpha1,name=vnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
 
+// +kubebuilder:rbac:groups=config.openshift.io,resources=infrastructures,verbs=get;list;watch
+
 // SetupWithManager registers the defaulting and validating webhooks on the manager's webhook server.
-// Template lookups use the manager's RESTMapper and cache.
+// Template lookups use the manager's RESTMapper and cache; the control-plane topology is read straight
+// from the API server (mgr.GetAPIReader), so it is never stale and no informer is started for it.
 func SetupWithManager(mgr ctrl.Manager) error {
-	v := &Validator{Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: mgr.GetClient()}}
+	v := &Validator{
+		Lookup:   &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: mgr.GetClient()},
+		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
+	}
 	return ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
 		WithDefaulter(Defaulter{}).
 		WithValidator(v).
@@ -65,45 +85,92 @@ type TemplateLookup interface {
 	Annotations(ctx context.Context, ref corev1.ObjectReference) (annotations map[string]string, found bool, err error)
 }
 
+// TopologyReader reports the cluster's control-plane topology.
+type TopologyReader interface {
+	// ControlPlaneTopology returns status.controlPlaneTopology of OpenShift's Infrastructure/cluster,
+	// or "" when the cluster does not have one (not OpenShift, or the object does not exist).
+	ControlPlaneTopology(ctx context.Context) (string, error)
+}
+
 // Validator refuses NodeHealthChecks that cannot work, on create, update and delete.
 type Validator struct {
-	// Lookup answers questions about referenced templates.
+	// Lookup answers questions about referenced templates; nil skips those rules.
 	Lookup TemplateLookup
+	// Topology reports the cluster's control-plane topology; nil skips the topology rule.
+	Topology TopologyReader
 }
 
 var _ admission.Validator[*remediationv1alpha1.NodeHealthCheck] = &Validator{}
 
-// ValidateCreate validates a new NodeHealthCheck.
+// ValidateCreate validates a new NodeHealthCheck. On a cluster whose topology NodeHealthCheck does
+// not support it is refused before its spec is looked at: no spec would work there.
 func (v *Validator) ValidateCreate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) (admission.Warnings, error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	if err := validateTopology(ctx, v.Topology, nhc.Name); err != nil {
+		return nil, err
+	}
 	errs, warnings := v.validate(ctx, nhc)
 	return warnings, toAPIError(nhc, errs)
 }
 
 // ValidateUpdate validates a changed NodeHealthCheck, including the rules that compare it with the
-// old one.
+// old one. An object that is being deleted is exempt from the topology rule, so that its finalizers
+// can still be removed: deletion is always allowed and must be able to complete.
 func (v *Validator) ValidateUpdate(ctx context.Context, oldNHC, newNHC *remediationv1alpha1.NodeHealthCheck) (admission.Warnings, error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	if newNHC.DeletionTimestamp == nil {
+		if err := validateTopology(ctx, v.Topology, newNHC.Name); err != nil {
+			return nil, err
+		}
+	}
 	errs, warnings := v.validate(ctx, newNHC)
 	errs = append(errs, ValidateUpdate(oldNHC, newNHC)...)
 	return warnings, toAPIError(newNHC, errs)
 }
 
-// ValidateDelete refuses to delete a NodeHealthCheck that is remediating.
+// ValidateDelete refuses to delete a NodeHealthCheck that is remediating. The topology rule does not
+// apply: a NodeHealthCheck on an unsupported cluster can always be deleted.
 func (v *Validator) ValidateDelete(_ context.Context, nhc *remediationv1alpha1.NodeHealthCheck) (admission.Warnings, error) {
 	if err := ValidateDelete(nhc); err != nil {
-		return nil, apierrors.NewForbidden(remediationv1alpha1.GroupVersion.WithResource("nodehealthchecks").GroupResource(), nhc.Name, err)
+		return nil, apierrors.NewForbidden(nhcResource, nhc.Name, err)
 	}
 	return nil, nil
 }
 
+// nhcResource names NodeHealthChecks in Forbidden refusals.
+var nhcResource = remediationv1alpha1.GroupVersion.WithResource("nodehealthchecks").GroupResource()
+
+// validate runs the spec rules and, with a Lookup, the template lookups; ctx bounds the lookups.
 func (v *Validator) validate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) (field.ErrorList, admission.Warnings) {
 	errs := ValidateSpec(&nhc.Spec)
 	if v.Lookup == nil {
 		return errs, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
-	defer cancel()
 	lookupErrs, warnings := validateTemplateLookups(ctx, &nhc.Spec, v.Lookup)
 	return append(errs, lookupErrs...), warnings
+}
+
+// validateTopology refuses a NodeHealthCheck named name on a cluster whose control-plane topology
+// NodeHealthCheck does not support (Forbidden), and when the topology cannot be read (InternalError,
+// asking to retry: admission is rare, so failing closed costs little and never admits a
+// NodeHealthCheck onto a cluster that fences its own nodes). A nil reader checks nothing.
+func validateTopology(ctx context.Context, reader TopologyReader, name string) error {
+	if reader == nil {
+		return nil
+	}
+	topology, err := reader.ControlPlaneTopology(ctx)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("the cluster's control-plane topology could not be read to check that "+
+			"NodeHealthCheck is supported on this cluster; retry the request: %w", err))
+	}
+	if topology == ControlPlaneTopologyDualReplica {
+		return apierrors.NewForbidden(nhcResource, name, errors.New("NodeHealthCheck is not supported on this cluster: "+
+			"Infrastructure/"+infrastructureName+" reports status.controlPlaneTopology "+ControlPlaneTopologyDualReplica+
+			" (two-node OpenShift with fencing), whose nodes are fenced by the cluster itself"))
+	}
+	return nil
 }
 
 // templateAt is a template reference with its field path.
@@ -242,4 +309,32 @@ func (l *CachedTemplateLookup) Annotations(ctx context.Context, ref corev1.Objec
 		return nil, false, err
 	}
 	return obj.GetAnnotations(), true, nil
+}
+
+// InfrastructureTopologyReader reads the control-plane topology from OpenShift's Infrastructure/cluster,
+// as unstructured so that the operator needs no OpenShift API types.
+type InfrastructureTopologyReader struct {
+	// Reader reads Infrastructure/cluster; the manager's API reader (uncached) in production.
+	Reader client.Reader
+}
+
+var _ TopologyReader = &InfrastructureTopologyReader{}
+
+// ControlPlaneTopology implements TopologyReader. A cluster that does not serve the Infrastructure
+// kind (not OpenShift) or has no Infrastructure/cluster object reports "".
+func (r *InfrastructureTopologyReader) ControlPlaneTopology(ctx context.Context) (string, error) {
+	infra := &unstructured.Unstructured{}
+	infra.SetGroupVersionKind(infrastructureGVK)
+	err := r.Reader.Get(ctx, client.ObjectKey{Name: infrastructureName}, infra)
+	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading Infrastructure/%s: %w", infrastructureName, err)
+	}
+	topology, _, err := unstructured.NestedString(infra.Object, "status", "controlPlaneTopology")
+	if err != nil {
+		return "", fmt.Errorf("reading status.controlPlaneTopology of Infrastructure/%s: %w", infrastructureName, err)
+	}
+	return topology, nil
 }

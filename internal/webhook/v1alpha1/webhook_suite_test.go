@@ -29,7 +29,8 @@ import (
 
 // Two real control planes:
 //   - webhookEnv installs the NodeHealthCheck CRD reduced to its structure, so every request reaches
-//     the webhooks, which the manager's webhook server serves exactly as in production;
+//     the webhooks, which the manager's webhook server serves exactly as in production, and OpenShift's
+//     Infrastructure CRD, so the specs can set the control-plane topology the webhook reads;
 //   - celEnv installs the generated CRD with its CEL and OpenAPI rules and no webhooks, as on a
 //     cluster whose webhook is down or not installed.
 var (
@@ -59,6 +60,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	webhookEnv = testutil.NewEnvironment(testutil.StructuralOnly(crd), true)
+	webhookEnv.CRDInstallOptions.Paths = append(webhookEnv.CRDInstallOptions.Paths, testutil.Path("test", "crds", "openshift", "infrastructures.yaml"))
 	webhookCfg, err := webhookEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	webhookClient = newClient(webhookCfg)
