@@ -232,3 +232,26 @@ func (e *ControllerEnv) Events(ctx context.Context, regarding string) func() []s
 		return reasons
 	}
 }
+
+// CRsOf returns a function listing the remediation CRs of the kind (apiVersion, kind) in
+// TemplateNamespace for the node, for Eventually.
+func (e *ControllerEnv) CRsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
+	return func() []unstructured.Unstructured {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(apiVersion)
+		list.SetKind(kind + "List")
+		Expect(e.K8s.List(ctx, list, client.InNamespace(TemplateNamespace))).To(Succeed())
+		var out []unstructured.Unstructured
+		for _, cr := range list.Items {
+			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
+				out = append(out, cr)
+			}
+		}
+		return out
+	}
+}
+
+// TestCRs lists the node's TestRemediations (see CRsOf).
+func (e *ControllerEnv) TestCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
+	return e.CRsOf(ctx, "test.medik8s.io/v1alpha1", "TestRemediation", node)
+}

@@ -48,19 +48,7 @@ var _ = BeforeSuite(func() {
 var _ = AfterSuite(func() { e.Stop() })
 
 func crsOf(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return func() []unstructured.Unstructured {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion("test.medik8s.io/v1alpha1")
-		list.SetKind("TestRemediationList")
-		Expect(e.K8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
-		var out []unstructured.Unstructured
-		for _, cr := range list.Items {
-			if remediationcr.NodeName(&cr) == node {
-				out = append(out, cr)
-			}
-		}
-		return out
-	}
+	return e.TestCRs(ctx, node)
 }
 
 // etcdBudget creates the etcd guard PodDisruptionBudget allowing the given number of disruptions.

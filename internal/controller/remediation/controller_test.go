@@ -26,23 +26,11 @@ import (
 
 // crsOf lists the remediation CRs of a kind in the template namespace for a node.
 func crsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
-	return func() []unstructured.Unstructured {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(apiVersion)
-		list.SetKind(kind + "List")
-		Expect(e.K8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
-		var out []unstructured.Unstructured
-		for _, cr := range list.Items {
-			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-				out = append(out, cr)
-			}
-		}
-		return out
-	}
+	return e.CRsOf(ctx, apiVersion, kind, node)
 }
 
 func testCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return crsOf(ctx, "test.medik8s.io/v1alpha1", "TestRemediation", node)
+	return e.TestCRs(ctx, node)
 }
 
 // workers creates three nodes of a new group, the last one unhealthy for an hour.

@@ -85,9 +85,9 @@ type Guard struct {
 	served     map[string][]schema.GroupVersionKind // enabled detectors and the kinds they read
 }
 
-// SetupWithManager registers the controller: a discovery at start, CRDs of the detectors' groups,
-// and, once enabled, each detector's kinds. The pause object is read through a cache of its own
-// that holds only that object.
+// SetupWithManager registers the controller: a discovery at start and on changes of CRDs of the
+// detectors' groups, and, once enabled, each detector's kinds. The pause object is read through a
+// cache of its own that holds only that object.
 func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	g.served = map[string][]schema.GroupVersionKind{}
 	crd := &metav1.PartialObjectMetadata{}
@@ -99,9 +99,10 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		})).
 		WatchesMetadata(crd, enqueue(discoverRequest), builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(e event.CreateEvent) bool { return detectorGroup(e.Object.GetName()) },
-			DeleteFunc:  func(e event.DeleteEvent) bool { return detectorGroup(e.Object.GetName()) },
-			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			CreateFunc: func(e event.CreateEvent) bool { return detectorGroup(e.Object.GetName()) },
+			DeleteFunc: func(e event.DeleteEvent) bool { return detectorGroup(e.Object.GetName()) },
+			// A new CRD is served only once Established, an update later.
+			UpdateFunc:  func(e event.UpdateEvent) bool { return detectorGroup(e.ObjectNew.GetName()) },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		}))
 	if g.PauseObject.Name != "" {

@@ -1,0 +1,121 @@
+package upgradeguard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
+)
+
+// All three controllers run as in the manager, with every plain-Kubernetes detector on and a
+// maximum pause, on a control plane that serves Cluster API's kinds but not OpenShift's (until a
+// spec installs ClusterVersion).
+var (
+	e    *testutil.ControllerEnv
+	gate *upgrade.Gate
+)
+
+const maxPause = 6 * time.Hour
+
+var pauseKey = types.NamespacedName{Namespace: "default", Name: "pause-remediation"}
+
+func TestUpgradeGuard(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "upgradeguard suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(15 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	gate = upgrade.NewGate(true)
+	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "capi")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate, Upgrade: controller.UpgradeOptions{
+			ClusterAPI: true, NodeRollout: true, PauseObject: pauseKey, MaxPause: maxPause,
+		}})
+	})
+})
+
+var _ = AfterSuite(func() { e.Stop() })
+
+// workers creates n healthy nodes of a new group and a NodeHealthCheck for them.
+func workers(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
+	group := e.Unique("g")
+	var nodes []*corev1.Node
+	for range n {
+		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+	}
+	return e.NewNHC(ctx, group, mutate...), nodes
+}
+
+// sicken makes the node unhealthy for an hour already.
+func sicken(ctx context.Context, n *corev1.Node) { e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour) }
+
+// upgradeCondition reads the NodeHealthCheck's UpgradeInProgress condition.
+func upgradeCondition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() metav1.Condition {
+	return func() metav1.Condition {
+		c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
+		if c == nil {
+			return metav1.Condition{}
+		}
+		return *c
+	}
+}
+
+// haveCondition matches a condition's status and reason.
+func haveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return And(HaveField("Status", status), HaveField("Reason", reason))
+}
+
+// pauseConfigMap creates the pause ConfigMap; it is deleted after the spec (or earlier by the spec).
+func pauseConfigMap(ctx context.Context, reason string) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name}, Data: map[string]string{"reason": reason}}
+	e.Create(ctx, cm)
+	return cm
+}
+
+// gateMetric reads nodehealthcheck_upgrade_gate for the detector and state.
+func gateMetric(detector, state string) func() float64 {
+	return func() float64 {
+		families, err := crmetrics.Registry.Gather()
+		Expect(err).NotTo(HaveOccurred())
+		for _, f := range families {
+			if f.GetName() != upgrade.MetricGate {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if hasLabels(m, map[string]string{"detector": detector, "state": state}) {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			found++
+		}
+	}
+	return found == len(want)
+}

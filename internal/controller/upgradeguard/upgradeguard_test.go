@@ -1,0 +1,258 @@
+package upgradeguard_test
+
+import (
+	"context"
+	"os"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
+)
+
+// Each spec starts with the fake clock at the real time, so CRs (created at real time) and the
+// controllers' clock agree however far an earlier spec stepped it.
+var _ = BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+const (
+	condTrue    = metav1.ConditionTrue
+	condFalse   = metav1.ConditionFalse
+	condUnknown = metav1.ConditionUnknown
+)
+
+// multiTemplate creates a TestRemediationTemplate whose remediator handles several CRs per node, so
+// two of them can be escalation steps.
+func multiTemplate(ctx context.Context) string {
+	t := testutil.TemplateObject(e.Unique("template"), true)
+	t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+	e.Create(ctx, t)
+	return t.GetName()
+}
+
+func update(ctx context.Context, n *corev1.Node, change func(*corev1.Node), status bool) {
+	Eventually(func() error {
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		change(n)
+		if status {
+			return e.K8s.Status().Update(ctx, n)
+		}
+		return e.K8s.Update(ctx, n)
+	}).Should(Succeed())
+}
+
+var _ = Describe("Upgrade-aware pausing", func() {
+	It("blocks new remediations while the gate is unknown, and starts them within a second once it is known", func(ctx SpecContext) {
+		gate.Expect("test-detector") // enabled, never evaluated yet: unknown
+		DeferCleanup(func() { gate.Report("test-detector", nil) })
+		n, nodes := workers(ctx, 3)
+		sicken(ctx, nodes[2])
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
+			HaveField("Message", ContainSubstring("test-detector: not evaluated yet"))))
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("not known yet"))))
+		Expect(gateMetric("test-detector", "unknown")()).To(Equal(1.0))
+
+		gate.Report("test-detector", nil)
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Expect(gateMetric("test-detector", "open")()).To(Equal(1.0))
+	})
+
+	It("holds new remediations while the pause ConfigMap exists; a running one escalates and ends; the waiting one starts within a second of the resume", func(ctx SpecContext) {
+		t1, t2 := multiTemplate(ctx), multiTemplate(ctx)
+		n, nodes := workers(ctx, 5, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = nil
+			n.Spec.EscalatingRemediations = []remediationv1alpha1.EscalatingRemediation{testutil.Step(t1, 1, 5*time.Minute), testutil.Step(t2, 2, 5*time.Minute)}
+		})
+		running, waiting := nodes[3], nodes[4]
+		sicken(ctx, running)
+		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+
+		cm := pauseConfigMap(ctx, "upgrading to 1.38, by @admin")
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+			HaveField("Message", ContainSubstring("upgrading to 1.38, by @admin"))))
+		Eventually(gateMetric(upgrade.DetectorPauseObject, "closed")).Should(Equal(1.0))
+		sicken(ctx, waiting)
+		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		st := e.Status(ctx, n)()
+		Expect(st.Phase).To(Equal(remediationv1alpha1.PhasePaused))
+		Expect(st.Reason).To(ContainSubstring("pause ConfigMap default/pause-remediation exists"))
+		Expect(st.ObservedNodes).To(PointTo(Equal(5)))
+		Expect(st.HealthyNodes).To(PointTo(Equal(3)), "counts stay accurate while paused")
+
+		By("escalating the running remediation")
+		e.Step(ctx, 6*time.Minute) // the CR was created a few real seconds after the clock was set
+		e.Touch(ctx, n)            // the remediation controller looks again
+		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(2))
+		By("ending it when its node recovers")
+		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
+		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(500 * time.Millisecond).Should(BeEmpty())
+
+		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
+		Eventually(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, cm.Name)).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+		Expect(gateMetric(upgrade.DetectorPauseObject, "open")()).To(Equal(1.0))
+	})
+
+	It("pauses while a pause Lease with a duration is renewed, and resumes when it expires", func(ctx SpecContext) {
+		renewed := metav1.NewMicroTime(e.Clock.Now())
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("upgrade-tool"), LeaseDurationSeconds: ptr.To[int32](600), RenewTime: &renewed}}
+		e.Create(ctx, lease)
+		n, nodes := workers(ctx, 3)
+		sicken(ctx, nodes[2])
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+			HaveField("Message", ContainSubstring("held by upgrade-tool until"))))
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		e.Clock.Step(10 * time.Minute) // the tool stopped renewing
+		e.Touch(ctx, lease)
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+	})
+
+	It("pauses while a pause Lease without a duration exists", func(ctx SpecContext) {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name}}
+		e.Create(ctx, lease)
+		n, nodes := workers(ctx, 3)
+		sicken(ctx, nodes[2])
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		e.Step(ctx, maxPause-time.Minute)
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.K8s.Delete(ctx, lease)).To(Succeed())
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+	})
+
+	DescribeTable("holds new remediations while Cluster API rolls out",
+		func(ctx SpecContext, kind string, rolling, done map[string]any) {
+			obj := &unstructured.Unstructured{}
+			obj.SetAPIVersion(map[string]string{"MachineDeployment": "cluster.x-k8s.io/v1beta1", "KubeadmControlPlane": "controlplane.cluster.x-k8s.io/v1beta1"}[kind])
+			obj.SetKind(kind)
+			obj.SetNamespace("default")
+			obj.SetName(e.Unique("workers"))
+			Expect(unstructured.SetNestedField(obj.Object, int64(3), "spec", "replicas")).To(Succeed())
+			e.Create(ctx, obj)
+			setStatus := func(status map[string]any) {
+				Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+				status["observedGeneration"] = obj.GetGeneration()
+				obj.Object["status"] = status
+				Expect(e.K8s.Status().Update(ctx, obj)).To(Succeed())
+			}
+			setStatus(rolling)
+			n, nodes := workers(ctx, 3)
+			sicken(ctx, nodes[2])
+			Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+				HaveField("Message", ContainSubstring(kind+" default/"+obj.GetName()))))
+			Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+			Expect(gateMetric(upgrade.DetectorClusterAPI, "closed")()).To(Equal(1.0))
+
+			setStatus(done)
+			Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+			Eventually(e.Events(ctx, obj.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+		},
+		Entry("MachineDeployment (v1beta1 status)", "MachineDeployment",
+			map[string]any{"replicas": int64(4), "updatedReplicas": int64(1)}, map[string]any{"replicas": int64(3), "updatedReplicas": int64(3)}),
+		Entry("MachineDeployment (v1beta2 status)", "MachineDeployment",
+			map[string]any{"replicas": int64(3), "upToDateReplicas": int64(3), "conditions": []any{map[string]any{"type": "RollingOut", "status": "True"}}},
+			map[string]any{"replicas": int64(3), "upToDateReplicas": int64(3), "conditions": []any{map[string]any{"type": "RollingOut", "status": "False"}}}),
+		Entry("KubeadmControlPlane", "KubeadmControlPlane",
+			map[string]any{"replicas": int64(3), "updatedReplicas": int64(2)}, map[string]any{"replicas": int64(3), "updatedReplicas": int64(3)}),
+	)
+
+	It("holds new remediations of a NodeHealthCheck while its nodes upgrade their kubelets one by one", func(ctx SpecContext) {
+		n, nodes := workers(ctx, 6)
+		kubelet := func(node *corev1.Node, v string) {
+			update(ctx, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v }, true)
+		}
+		cordon := func(node *corev1.Node, on bool) { update(ctx, node, func(n *corev1.Node) { n.Spec.Unschedulable = on }, false) }
+		kubelet(nodes[0], "v1.38.0")
+		for _, node := range nodes[1:] {
+			kubelet(node, "v1.37.2")
+		}
+		By("mixed versions alone are no signal")
+		sicken(ctx, nodes[5])
+		Eventually(e.TestCRs(ctx, nodes[5].Name)).Should(HaveLen(1))
+
+		cordon(nodes[1], true)
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
+			HaveField("Message", And(ContainSubstring("1.37 (5), 1.38 (1)"), ContainSubstring(nodes[1].Name+" is cordoned")))))
+		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(1.0))
+		sicken(ctx, nodes[4])
+		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.TestCRs(ctx, nodes[5].Name)()).To(HaveLen(1), "the running remediation continues")
+
+		cordon(nodes[1], false)
+		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(0.0))
+	})
+
+	It("resumes with a warning after the maximum pause, and keeps resuming while the signal is stuck", func(ctx SpecContext) {
+		cm := pauseConfigMap(ctx, "a stuck upgrade")
+		n, nodes := workers(ctx, 3)
+		sicken(ctx, nodes[2])
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		e.Step(ctx, maxPause-time.Minute)
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		e.Step(ctx, time.Minute)
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
+			HaveField("Message", ContainSubstring("a stuck upgrade"))))
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonUpgradePauseExpired))
+
+		e.Step(ctx, time.Hour)
+		Consistently(upgradeCondition(ctx, n)).WithTimeout(500*time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+	})
+
+	It("turns the OpenShift ClusterVersion detector on when its CRD appears after the start", func(ctx SpecContext) {
+		raw, err := os.ReadFile(testutil.Path("test", "crds", "openshift", "clusterversions.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(yaml.Unmarshal(raw, crd)).To(Succeed())
+		if err := e.K8s.Create(ctx, crd); !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(gate.Expected).Should(ContainElement(upgrade.DetectorClusterVersion))
+
+		cv := &unstructured.Unstructured{}
+		cv.SetAPIVersion("config.openshift.io/v1")
+		cv.SetKind("ClusterVersion")
+		cv.SetName("version")
+		e.Create(ctx, cv)
+		progressing := func(status string) {
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(cv), cv)).To(Succeed())
+			Expect(unstructured.SetNestedSlice(cv.Object, []any{map[string]any{"type": "Progressing", "status": status,
+				"message": "Working towards 4.20.1", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")).To(Succeed())
+			Expect(e.K8s.Status().Update(ctx, cv)).To(Succeed())
+		}
+		progressing("True")
+		n, nodes := workers(ctx, 3)
+		sicken(ctx, nodes[2])
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
+			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		progressing("False")
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+	})
+})
