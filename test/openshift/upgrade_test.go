@@ -1,0 +1,185 @@
+package openshift
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+)
+
+// singleton creates (once per spec, deleted after it) or returns OpenShift's cluster-scoped
+// config.openshift.io object of the kind, and sets its status.
+func singleton(ctx context.Context, kind, name string, status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("config.openshift.io/v1")
+	u.SetKind(kind)
+	u.SetName(name)
+	if err := e.K8s.Get(ctx, client.ObjectKeyFromObject(u), u); apierrors.IsNotFound(err) {
+		e.Create(ctx, u)
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	u.Object["status"] = status
+	Expect(e.K8s.Status().Update(ctx, u)).To(Succeed())
+	return u
+}
+
+// clusterVersion sets the ClusterVersion's Progressing condition.
+func clusterVersion(ctx context.Context, progressing string) *unstructured.Unstructured {
+	return singleton(ctx, "ClusterVersion", "version", map[string]any{"conditions": []any{
+		map[string]any{"type": "Available", "status": "True", "message": "Done applying 4.19.9", "lastTransitionTime": "2026-11-01T00:00:00Z"},
+		map[string]any{"type": "Progressing", "status": progressing, "message": "Working towards 4.20.1: 512 of 890 done (57% complete)", "lastTransitionTime": "2026-11-22T00:00:00Z"},
+	}})
+}
+
+func topology(ctx context.Context, t string) {
+	singleton(ctx, "Infrastructure", "cluster", map[string]any{"controlPlaneTopology": t, "infrastructureTopology": t})
+}
+
+// workers creates n healthy worker nodes of a new group and a NodeHealthCheck for them.
+func workers(ctx context.Context, n int) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
+	group := e.Unique("g")
+	var nodes []*corev1.Node
+	for range n {
+		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+	}
+	return e.NewNHC(ctx, group), nodes
+}
+
+func sicken(ctx context.Context, n *corev1.Node) { e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour) }
+
+func condition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, condType string) func() metav1.Condition {
+	return func() metav1.Condition {
+		if c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, condType); c != nil {
+			return *c
+		}
+		return metav1.Condition{}
+	}
+}
+
+func haveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return And(HaveField("Status", status), HaveField("Reason", reason))
+}
+
+func machineConfig(ctx context.Context, n *corev1.Node, current, desired string) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+	n.Annotations = map[string]string{remediationv1alpha1.MachineConfigCurrentAnnotation: current, remediationv1alpha1.MachineConfigDesiredAnnotation: desired}
+	Expect(e.K8s.Update(ctx, n)).To(Succeed())
+}
+
+func machineHealthCheck(ctx context.Context, conditions ...map[string]any) *unstructured.Unstructured {
+	m := &unstructured.Unstructured{}
+	m.SetAPIVersion("machine.openshift.io/v1beta1")
+	m.SetKind("MachineHealthCheck")
+	m.SetNamespace("default")
+	m.SetName(e.Unique("mhc"))
+	list := make([]any, 0, len(conditions))
+	for _, c := range conditions {
+		list = append(list, c)
+	}
+	Expect(unstructured.SetNestedSlice(m.Object, list, "spec", "unhealthyConditions")).To(Succeed())
+	e.Create(ctx, m)
+	return m
+}
+
+var _ = Describe("Upgrade awareness on OpenShift", func() {
+	It("holds new remediations while the ClusterVersion is progressing; a running one ends; the waiting one starts within a second after the upgrade", func(ctx SpecContext) {
+		clusterVersion(ctx, "False")
+		n, nodes := workers(ctx, 5)
+		running, waiting := nodes[3], nodes[4]
+		sicken(ctx, running)
+		Eventually(crsOf(ctx, running.Name)).Should(HaveLen(1))
+
+		cv := clusterVersion(ctx, "True")
+		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
+			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
+		sicken(ctx, waiting)
+		Consistently(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(crsOf(ctx, running.Name)()).To(HaveLen(1), "the running remediation continues")
+		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
+		Eventually(crsOf(ctx, running.Name)).Should(BeEmpty(), "and ends when its node recovers")
+		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhasePaused))
+
+		clusterVersion(ctx, "False")
+		Eventually(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, cv.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+	})
+
+	It("on a hosted control plane, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext) {
+		topology(ctx, "External")
+		n, nodes := workers(ctx, 5)
+		updatingHealthy, updatingSick := nodes[0], nodes[4]
+
+		By("a healthy node being updated holds nothing")
+		machineConfig(ctx, updatingHealthy, "rendered-worker-1", "rendered-worker-2")
+		sicken(ctx, nodes[3])
+		Eventually(crsOf(ctx, nodes[3].Name)).Should(HaveLen(1))
+
+		By("an unhealthy node being updated holds new remediations")
+		machineConfig(ctx, updatingSick, "rendered-worker-1", "rendered-worker-2")
+		sicken(ctx, updatingSick)
+		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
+			HaveField("Message", ContainSubstring(updatingSick.Name))))
+		Consistently(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(crsOf(ctx, nodes[3].Name)()).To(HaveLen(1), "the running remediation continues")
+
+		machineConfig(ctx, updatingSick, "rendered-worker-2", "rendered-worker-2")
+		Eventually(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+	})
+
+	It("on a self-hosted control plane, remediates a node being updated by the Machine Config Operator (ClusterVersion covers upgrades)", func(ctx SpecContext) {
+		topology(ctx, "HighlyAvailable")
+		_, nodes := workers(ctx, 3)
+		machineConfig(ctx, nodes[2], "rendered-worker-1", "rendered-worker-2")
+		sicken(ctx, nodes[2])
+		Eventually(crsOf(ctx, nodes[2].Name)).Should(HaveLen(1))
+	})
+
+	It("disables NodeHealthChecks while a custom MachineHealthCheck exists", func(ctx SpecContext) {
+		n, nodes := workers(ctx, 3)
+		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		mhc := machineHealthCheck(ctx, map[string]any{"type": "Ready", "status": "Unknown", "timeout": "300s"})
+		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(And(
+			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
+			HaveField("Message", ContainSubstring("default/"+mhc.GetName()))))
+		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
+		sicken(ctx, nodes[2])
+		Consistently(crsOf(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+
+		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
+		Eventually(crsOf(ctx, nodes[2].Name)).Should(HaveLen(1))
+		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+	})
+
+	It("tolerates the termination-handler MachineHealthCheck and leaves terminating nodes to it", func(ctx SpecContext) {
+		machineHealthCheck(ctx, map[string]any{"type": "Terminating", "status": "True", "timeout": "0s"})
+		n, nodes := workers(ctx, 5)
+		spot, plain := nodes[3], nodes[4]
+		sicken(ctx, spot)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(spot), spot)).To(Succeed())
+		spot.Status.Conditions = append(spot.Status.Conditions, corev1.NodeCondition{Type: "Terminating", Status: corev1.ConditionTrue,
+			LastTransitionTime: metav1.NewTime(e.Clock.Now()), Reason: "SpotInstanceTermination"})
+		Expect(e.K8s.Status().Update(ctx, spot)).To(Succeed())
+		sicken(ctx, plain)
+
+		Eventually(crsOf(ctx, plain.Name)).Should(HaveLen(1))
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring(spot.Name), ContainSubstring("termination-handler MachineHealthCheck")))
+		Consistently(crsOf(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+	})
+})
