@@ -57,7 +57,9 @@ func workers(ctx context.Context, n int) (*remediationv1alpha1.NodeHealthCheck, 
 	return e.NewNHC(ctx, group), nodes
 }
 
-func sicken(ctx context.Context, n *corev1.Node) { e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour) }
+func sicken(ctx context.Context, n *corev1.Node) {
+	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
+}
 
 func condition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, condType string) func() metav1.Condition {
 	return func() metav1.Condition {

@@ -66,7 +66,9 @@ func workers(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.Nod
 }
 
 // sicken makes the node unhealthy for an hour already.
-func sicken(ctx context.Context, n *corev1.Node) { e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour) }
+func sicken(ctx context.Context, n *corev1.Node) {
+	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
+}
 
 // upgradeCondition reads the NodeHealthCheck's UpgradeInProgress condition.
 func upgradeCondition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() metav1.Condition {

@@ -187,7 +187,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		kubelet := func(node *corev1.Node, v string) {
 			update(ctx, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v }, true)
 		}
-		cordon := func(node *corev1.Node, on bool) { update(ctx, node, func(n *corev1.Node) { n.Spec.Unschedulable = on }, false) }
+		cordon := func(node *corev1.Node, on bool) {
+			update(ctx, node, func(n *corev1.Node) { n.Spec.Unschedulable = on }, false)
+		}
 		kubelet(nodes[0], "v1.38.0")
 		for _, node := range nodes[1:] {
 			kubelet(node, "v1.37.2")
@@ -224,7 +226,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonUpgradePauseExpired))
 
 		e.Step(ctx, time.Hour)
-		Consistently(upgradeCondition(ctx, n)).WithTimeout(500*time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Consistently(upgradeCondition(ctx, n)).WithTimeout(500 * time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
