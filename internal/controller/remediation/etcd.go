@@ -40,11 +40,14 @@ func (r *Reconciler) isOpenShift() (bool, error) {
 	return true, nil
 }
 
+// The etcd guard lists, around the cache, the disruption budgets and guard pods in openshift-etcd.
+// (RBAC markers must stand apart from doc comments: controller-gen ignores them there.)
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=list
+// +kubebuilder:rbac:groups="",resources=pods,verbs=list
+
 // etcdAllowsRemediation reports whether remediating the control-plane node keeps etcd quorum, and
 // why not. Reads go around the cache: they happen only when a control-plane node is about to be
 // remediated, and a cluster-wide pod informer would cost far more.
-// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 func (r *Reconciler) etcdAllowsRemediation(ctx context.Context, node string) (bool, string, error) {
 	pdbs := &policyv1.PodDisruptionBudgetList{}
 	if err := r.reader().List(ctx, pdbs, client.InNamespace(EtcdNamespace)); err != nil {
