@@ -6,6 +6,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,6 +17,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // singleton creates (once per spec, deleted after it) or returns OpenShift's cluster-scoped
@@ -159,6 +161,8 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
 			HaveField("Message", ContainSubstring("default/"+mhc.GetName()))))
 		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
+		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeDisabled})).
+			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, nodes[2])
 		Consistently(crsOf(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -27,7 +28,15 @@ const (
 	// MetricTimeToRecovery observes the time from a node's first remediation CR being created to the
 	// node being healthy again.
 	MetricTimeToRecovery = "nodehealthcheck_time_to_recovery_seconds"
+	// MetricCondition is 1 while a NodeHealthCheck's condition of the type is True, 0 otherwise, for
+	// the types alerts care about (conditionMetricTypes). Labels: nhc, type.
+	MetricCondition = "nodehealthcheck_condition"
 )
+
+// conditionMetricTypes are the condition types exported as MetricCondition.
+var conditionMetricTypes = []string{
+	remediationv1alpha1.ConditionTypeDisabled, remediationv1alpha1.ConditionTypeStormActive, remediationv1alpha1.ConditionTypeUpgradeInProgress,
+}
 
 // durationBuckets are the public operator's buckets: 30s to 1h, where remediations of real nodes
 // (reboots, reprovisioning) land.
@@ -46,10 +55,13 @@ var (
 	timeToRecovery = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: MetricTimeToRecovery, Help: "Time from a node's first remediation CR to the node being healthy again", Buckets: durationBuckets,
 	}, []string{"nhc", "remediation"})
+	conditionGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricCondition, Help: "1 while the NodeHealthCheck's condition of this type is True",
+	}, []string{"nhc", "type"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery)
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -86,6 +98,17 @@ func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeH
 		}
 	}
 	m.series[nhcName] = current
+	for _, t := range conditionMetricTypes {
+		if st == nil {
+			conditionGauge.DeleteLabelValues(nhcName, t)
+			continue
+		}
+		v := 0.0
+		if meta.IsStatusConditionTrue(st.Conditions, t) {
+			v = 1
+		}
+		conditionGauge.WithLabelValues(nhcName, t).Set(v)
+	}
 }
 
 // observeTransitions observes the histograms for what changed from the old to the new status; it

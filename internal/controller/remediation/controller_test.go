@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
@@ -305,30 +304,7 @@ var _ = Describe("The remediation lifecycle", func() {
 })
 
 // series returns the metric of the family with exactly these labels.
-func series(name string, labels map[string]string) *dto.Metric {
-	families, err := crmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if len(m.GetLabel()) != len(labels) {
-				continue
-			}
-			match := true
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					match = false
-				}
-			}
-			if match {
-				return m
-			}
-		}
-	}
-	return nil
-}
+func series(name string, labels map[string]string) *dto.Metric { return testutil.Series(name, labels) }
 
 // gaugeValue returns the gauge's value and whether the series exists.
 func gaugeValue(name string, labels map[string]string) (float64, bool) {

@@ -7,7 +7,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
@@ -93,31 +91,12 @@ func pauseConfigMap(ctx context.Context, reason string) *corev1.ConfigMap {
 	return cm
 }
 
-// gateMetric reads nodehealthcheck_upgrade_gate for the detector and state.
+// gateMetric reads nodehealthcheck_upgrade_gate for the detector and state (-1: no such series).
 func gateMetric(detector, state string) func() float64 {
 	return func() float64 {
-		families, err := crmetrics.Registry.Gather()
-		Expect(err).NotTo(HaveOccurred())
-		for _, f := range families {
-			if f.GetName() != upgrade.MetricGate {
-				continue
-			}
-			for _, m := range f.GetMetric() {
-				if hasLabels(m, map[string]string{"detector": detector, "state": state}) {
-					return m.GetGauge().GetValue()
-				}
-			}
+		if m := testutil.Series(upgrade.MetricGate, map[string]string{"detector": detector, "state": state}); m != nil {
+			return m.GetGauge().GetValue()
 		}
 		return -1
 	}
-}
-
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-			found++
-		}
-	}
-	return found == len(want)
 }

@@ -88,6 +88,8 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", ContainSubstring("upgrading to 1.38, by @admin"))))
 		Eventually(gateMetric(upgrade.DetectorPauseObject, "closed")).Should(Equal(1.0))
+		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeUpgradeInProgress})).
+			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, waiting)
 		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		st := e.Status(ctx, n)()
