@@ -46,12 +46,19 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests und
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd:allowDangerousTypes=false webhook paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac \
 		output:webhook:artifacts:config=config/webhook
+	@# The chart templates these exact files (a test checks the copies).
+	mkdir -p $(CHART)/files/crds $(CHART)/files/rbac $(CHART)/files/webhook
+	cp config/crd/bases/*.yaml $(CHART)/files/crds/
+	cp config/rbac/role.yaml $(CHART)/files/rbac/role.yaml
+	cp config/webhook/manifests.yaml $(CHART)/files/webhook/manifests.yaml
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
-GENERATED := config/crd config/webhook config/rbac api/v1alpha1/zz_generated.deepcopy.go
+CHART := charts/node-healthcheck
+
+GENERATED := config/crd config/webhook config/rbac api/v1alpha1/zz_generated.deepcopy.go $(CHART)/files
 
 .PHONY: verify
 verify: manifests generate ## Regenerate everything and fail if anything generated is out of date or code is unformatted.

@@ -1,0 +1,184 @@
+package chart
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	for name, r := range map[string]rendered{
+		"defaults":  mustRender(t, nil),
+		"openshift": mustRender(t, nil, "config.openshift.io/v1"),
+	} {
+		for _, u := range r {
+			if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+				continue
+			}
+			role := &rbacv1.ClusterRole{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, role); err != nil {
+				t.Fatal(err)
+			}
+			for _, rule := range role.Rules {
+				for _, list := range [][]string{rule.Verbs, rule.Resources, rule.APIGroups, rule.NonResourceURLs} {
+					if slices.Contains(list, "*") {
+						t.Errorf("%s: %s %s has a wildcard: %+v", name, u.GetKind(), u.GetName(), rule)
+					}
+				}
+				if slices.ContainsFunc(rule.Resources, func(r string) bool { return strings.HasPrefix(r, "clusterrole") || strings.HasPrefix(r, "role") }) {
+					t.Errorf("%s: %s %s manages RBAC: %+v", name, u.GetKind(), u.GetName(), rule)
+				}
+				if u.GetKind() == "ClusterRole" && slices.ContainsFunc(rule.Resources, func(r string) bool {
+					return r == "leases" || r == "configmaps" || r == "pods" || r == "poddisruptionbudgets" || r == "secrets"
+				}) {
+					t.Errorf("%s: namespaced resources must be granted by Roles in their namespaces, not cluster-wide: %+v", name, rule)
+				}
+			}
+		}
+	}
+	plain, openshift := mustRender(t, nil), mustRender(t, nil, "config.openshift.io/v1")
+	if plain.get("Role", "nhc-node-healthcheck-etcd-guard") != nil {
+		t.Error("the etcd guard Role belongs on OpenShift only (openshift-etcd does not exist elsewhere)")
+	}
+	guard := openshift.get("Role", "nhc-node-healthcheck-etcd-guard")
+	if guard == nil || guard.GetNamespace() != "openshift-etcd" {
+		t.Fatalf("etcd guard Role: %v", guard)
+	}
+	leases := plain.get("Role", "nhc-node-healthcheck-node-leases")
+	if leases.GetNamespace() != "medik8s-leases" {
+		t.Errorf("node lease Role in %q", leases.GetNamespace())
+	}
+	agg := plain.get("ClusterRole", "nhc-node-healthcheck-ext-remediation")
+	if !strings.Contains(toYAML(t, agg), "rbac.ext-remediation/aggregate-to-ext-remediation: \"true\"") {
+		t.Errorf("aggregation selector missing: %s", toYAML(t, agg))
+	}
+}
+
+func TestWebhookWiring(t *testing.T) {
+	r := mustRender(t, nil)
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		var cfg = r.get(kind, map[string]string{"MutatingWebhookConfiguration": "nhc-node-healthcheck-mutating", "ValidatingWebhookConfiguration": "nhc-node-healthcheck-validating"}[kind])
+		if cfg == nil {
+			t.Fatalf("%s missing", kind)
+		}
+		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "node-healthcheck/nhc-node-healthcheck-webhook" {
+			t.Errorf("%s: CA injection annotation %v", kind, cfg.GetAnnotations())
+		}
+		y := toYAML(t, cfg)
+		for _, want := range []string{"failurePolicy: Fail", "timeoutSeconds: 5", "name: nhc-node-healthcheck-webhook", "namespace: node-healthcheck", "- nodehealthchecks"} {
+			if !strings.Contains(y, want) {
+				t.Errorf("%s lacks %q:\n%s", kind, want, y)
+			}
+		}
+		if strings.Count(y, "resources:") != 1 {
+			t.Errorf("%s must be scoped to NodeHealthChecks only:\n%s", kind, y)
+		}
+	}
+	cert := toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook"))
+	if !strings.Contains(cert, "nhc-node-healthcheck-webhook.node-healthcheck.svc") || !strings.Contains(cert, "secretName: nhc-node-healthcheck-webhook-cert") {
+		t.Errorf("certificate:\n%s", cert)
+	}
+}
+
+func TestOptionSets(t *testing.T) {
+	t.Run("existing issuer", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}})
+		if r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil || !strings.Contains(toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "name: corp-ca") {
+			t.Error("an existing issuer replaces the self-signed one")
+		}
+	})
+	t.Run("webhooks off", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}})
+		for _, k := range r.kinds() {
+			if strings.Contains(k, "Webhook") || strings.HasPrefix(k, "Certificate/") || strings.HasPrefix(k, "Issuer/") {
+				t.Errorf("webhooks off, yet %s", k)
+			}
+		}
+		if !strings.Contains(toYAML(t, r.get("Deployment", "nhc-node-healthcheck")), "--enable-webhooks=false") {
+			t.Error("the manager must not serve webhooks")
+		}
+	})
+	t.Run("ServiceMonitor and PrometheusRule", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+			"prometheusRule": map[string]any{"enabled": true}}})
+		sm := toYAML(t, r.get("ServiceMonitor", "nhc-node-healthcheck"))
+		if !strings.Contains(sm, "scheme: https") || !strings.Contains(sm, "release: prom") {
+			t.Errorf("ServiceMonitor:\n%s", sm)
+		}
+		rule := toYAML(t, r.get("PrometheusRule", "nhc-node-healthcheck"))
+		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckOperatorDown"} {
+			if !strings.Contains(rule, alert) {
+				t.Errorf("alert %s missing", alert)
+			}
+		}
+	})
+	t.Run("default NodeHealthCheck", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true}})
+		nhc := r.get("NodeHealthCheck", "nhc-worker-default")
+		if nhc == nil {
+			t.Fatal("nhc-worker-default missing")
+		}
+		y := toYAML(t, nhc)
+		for _, want := range []string{"minHealthy: 51%", "key: node-role.kubernetes.io/worker", "duration: 300s", "kind: SelfNodeRemediationTemplate",
+			"namespace: node-healthcheck", "helm.sh/hook: post-install"} {
+			if !strings.Contains(y, want) {
+				t.Errorf("default NodeHealthCheck lacks %q:\n%s", want, y)
+			}
+		}
+		if mustRender(t, nil).get("NodeHealthCheck", "nhc-worker-default") != nil {
+			t.Error("the default NodeHealthCheck is off by default")
+		}
+	})
+	t.Run("CRDs off, not kept, lease namespace not created", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"crds": map[string]any{"enabled": false}, "leases": map[string]any{"createNamespace": false}})
+		if r.get("CustomResourceDefinition", "nodehealthchecks.remediation.medik8s.io") != nil || r.get("Namespace", "medik8s-leases") != nil {
+			t.Error("crds.enabled=false / leases.createNamespace=false ignored")
+		}
+		r = mustRender(t, map[string]any{"crds": map[string]any{"keep": false}})
+		if _, kept := r.get("CustomResourceDefinition", "nodehealthchecks.remediation.medik8s.io").GetAnnotations()["helm.sh/resource-policy"]; kept {
+			t.Error("crds.keep=false still keeps the CRD")
+		}
+	})
+	t.Run("scheduling", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"priorityClassName": "system-cluster-critical",
+			"nodeSelector": map[string]any{"node-role.kubernetes.io/control-plane": ""},
+			"tolerations":  []any{map[string]any{"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}}})
+		y := toYAML(t, r.get("Deployment", "nhc-node-healthcheck"))
+		for _, want := range []string{"priorityClassName: system-cluster-critical", "node-role.kubernetes.io/control-plane: \"\"", "effect: NoSchedule"} {
+			if !strings.Contains(y, want) {
+				t.Errorf("deployment lacks %q", want)
+			}
+		}
+	})
+}
+
+func TestContradictoryValuesFail(t *testing.T) {
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"replicas without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled=true"},
+		{"webhooks without certificates", map[string]any{"certManager": map[string]any{"enabled": false}}, "webhooks.enabled=true needs certManager.enabled=true"},
+		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, "needs metrics.enabled=true"},
+		{"a budget for one replica", map[string]any{"replicaCount": 1}, "podDisruptionBudget.enabled=true needs replicaCount >= 2"},
+		{"an unknown value", map[string]any{"replicas": 3}, "additional properties 'replicas' not allowed"},
+		{"a misspelt nested value", map[string]any{"webhooks": map[string]any{"enable": false}}, "additional properties 'enable' not allowed"},
+		{"a bad duration", map[string]any{"upgrade": map[string]any{"maxPause": "six hours"}}, "maxPause"},
+		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := render(t, tt.values)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := render(t, map[string]any{"replicaCount": 1, "podDisruptionBudget": map[string]any{"enabled": false}, "leaderElection": map[string]any{"enabled": false}}); err != nil {
+		t.Errorf("a single replica without leader election or budget is valid: %v", err)
+	}
+}

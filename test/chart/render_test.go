@@ -1,0 +1,240 @@
+// Package chart tests the Helm chart charts/node-healthcheck with the Helm v3 SDK: lint, rendering
+// for each option set, and refusal of contradictory values.
+package chart
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+const (
+	releaseName = "nhc"
+	namespace   = "node-healthcheck"
+	// kubeVersion is the control plane the tests run (Makefile K8S_VERSION).
+	kubeVersion = "v1.37.2"
+)
+
+func chartDir() string { return testutil.Path("charts", "node-healthcheck") }
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	c, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// rendered is one render of the chart: its objects, hooks included.
+type rendered []unstructured.Unstructured
+
+// render renders the chart as `helm template` would, for the values (merged over values.yaml) and,
+// optionally, extra API versions the cluster serves.
+func render(t *testing.T, values map[string]any, apiVersions ...string) (rendered, error) {
+	t.Helper()
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = releaseName, namespace
+	install.APIVersions = chartutil.VersionSet(apiVersions)
+	kv, err := chartutil.ParseKubeVersion(kubeVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install.KubeVersion = kv
+	rel, err := install.Run(loadChart(t), values)
+	if err != nil {
+		return nil, err
+	}
+	manifests := []string{}
+	for _, m := range releaseutil.SplitManifests(rel.Manifest) {
+		manifests = append(manifests, m)
+	}
+	for _, h := range rel.Hooks {
+		manifests = append(manifests, h.Manifest)
+	}
+	var out rendered
+	for _, m := range manifests {
+		u := unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, m)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+func mustRender(t *testing.T, values map[string]any, apiVersions ...string) rendered {
+	t.Helper()
+	r, err := render(t, values, apiVersions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// get returns the object of the kind and name; nil when absent.
+func (r rendered) get(kind, name string) *unstructured.Unstructured {
+	for i := range r {
+		if r[i].GetKind() == kind && r[i].GetName() == name {
+			return &r[i]
+		}
+	}
+	return nil
+}
+
+func (r rendered) kinds() []string {
+	var out []string
+	for _, u := range r {
+		out = append(out, u.GetKind()+"/"+u.GetName())
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestChartLints(t *testing.T) {
+	for _, values := range []map[string]any{nil, {"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}} {
+		linter := lint.AllWithKubeVersion(chartDir(), values, namespace, nil)
+		for _, m := range linter.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("lint (%v): %s", values, m)
+			}
+		}
+	}
+}
+
+// The chart templates copies of what `make manifests` generates; they must be the same bytes.
+func TestChartFilesMatchTheGeneratedManifests(t *testing.T) {
+	for copyPath, generated := range map[string]string{
+		"files/crds/remediation.medik8s.io_nodehealthchecks.yaml": testutil.Path("config", "crd", "bases", "remediation.medik8s.io_nodehealthchecks.yaml"),
+		"files/rbac/role.yaml":         testutil.Path("config", "rbac", "role.yaml"),
+		"files/webhook/manifests.yaml": testutil.Path("config", "webhook", "manifests.yaml"),
+	} {
+		a, err := os.ReadFile(testutil.Path("charts", "node-healthcheck", copyPath))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(generated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Errorf("charts/node-healthcheck/%s differs from %s: run make manifests", copyPath, generated)
+		}
+	}
+}
+
+func TestDefaultRender(t *testing.T) {
+	r := mustRender(t, nil)
+	want := []string{
+		"Certificate/nhc-node-healthcheck-webhook", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
+		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
+		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned",
+		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
+		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
+		"ServiceAccount/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
+	}
+	if got := r.kinds(); !slices.Equal(got, want) {
+		t.Errorf("objects:\n got %v\nwant %v", got, want)
+	}
+	crd := r.get("CustomResourceDefinition", "nodehealthchecks.remediation.medik8s.io")
+	if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Error("crds.keep is on by default: the CRD must carry helm.sh/resource-policy: keep")
+	}
+	if ns := r.get("Namespace", "medik8s-leases"); ns.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+		t.Error("the shared lease namespace must be kept on uninstall")
+	}
+}
+
+func TestDeploymentIsSecureAndHighlyAvailable(t *testing.T) {
+	d := mustRender(t, nil).get("Deployment", "nhc-node-healthcheck")
+	spec := d.Object["spec"].(map[string]any)
+	if spec["replicas"] != float64(2) && spec["replicas"] != int64(2) {
+		t.Errorf("replicas %v, want 2", spec["replicas"])
+	}
+	pod := spec["template"].(map[string]any)["spec"].(map[string]any)
+	podSec := pod["securityContext"].(map[string]any)
+	if podSec["runAsNonRoot"] != true || podSec["seccompProfile"].(map[string]any)["type"] != "RuntimeDefault" {
+		t.Errorf("pod security context %v", podSec)
+	}
+	c := pod["containers"].([]any)[0].(map[string]any)
+	sec := c["securityContext"].(map[string]any)
+	if sec["allowPrivilegeEscalation"] != false || sec["readOnlyRootFilesystem"] != true || sec["runAsNonRoot"] != true ||
+		!slices.Equal(toStrings(sec["capabilities"].(map[string]any)["drop"]), []string{"ALL"}) {
+		t.Errorf("container security context %v", sec)
+	}
+	args := toStrings(c["args"])
+	for _, a := range []string{"--leader-elect=true", "--enable-webhooks=true", "--metrics-secure=true", "--lease-namespace=medik8s-leases",
+		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs"} {
+		if !slices.Contains(args, a) {
+			t.Errorf("args %v lack %s", args, a)
+		}
+	}
+	for _, a := range args {
+		if strings.HasPrefix(a, "--upgrade-") {
+			t.Errorf("plain-Kubernetes upgrade detectors must be off by default: %s", a)
+		}
+	}
+	if c["livenessProbe"] == nil || c["readinessProbe"] == nil {
+		t.Error("probes missing")
+	}
+	spread := pod["topologySpreadConstraints"].([]any)[0].(map[string]any)
+	if spread["topologyKey"] != "kubernetes.io/hostname" {
+		t.Errorf("replicas must spread across nodes: %v", spread)
+	}
+}
+
+func TestUpgradeDetectorValues(t *testing.T) {
+	r := mustRender(t, map[string]any{"upgrade": map[string]any{
+		"clusterAPI": true, "nodeRollout": true, "pauseObject": map[string]any{"enabled": true, "name": "pause-remediation"}, "maxPause": "6h",
+	}})
+	args := toStrings(r.get("Deployment", "nhc-node-healthcheck").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
+	for _, a := range []string{"--upgrade-detect-cluster-api", "--upgrade-detect-node-rollout", "--upgrade-pause-object=node-healthcheck/pause-remediation", "--upgrade-max-pause=6h"} {
+		if !slices.Contains(args, a) {
+			t.Errorf("args %v lack %s", args, a)
+		}
+	}
+	role := r.get("Role", "nhc-node-healthcheck-leader-election")
+	if !strings.Contains(toYAML(t, role), "configmaps") {
+		t.Error("the pause object needs configmaps get/list/watch in the release namespace")
+	}
+	if strings.Contains(toYAML(t, mustRender(t, nil).get("Role", "nhc-node-healthcheck-leader-election")), "configmaps") {
+		t.Error("without the pause object, no configmaps access")
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}
+
+func toYAML(t *testing.T, u *unstructured.Unstructured) string {
+	t.Helper()
+	if u == nil {
+		t.Fatal("object missing")
+	}
+	b, err := yaml.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
