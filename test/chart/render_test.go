@@ -238,3 +238,26 @@ func toYAML(t *testing.T, u *unstructured.Unstructured) string {
 	}
 	return string(b)
 }
+
+// The chart README's values table documents every value of values.yaml.
+func TestReadmeDocumentsEveryValue(t *testing.T) {
+	raw, err := os.ReadFile(testutil.Path("charts", "node-healthcheck", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := loadChart(t).Values
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			key := prefix + k
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 && !strings.Contains(string(raw), "`"+key+"`") {
+				walk(key+".", sub)
+				continue
+			}
+			if !strings.Contains(string(raw), "`"+key+"`") {
+				t.Errorf("charts/node-healthcheck/README.md does not document %s", key)
+			}
+		}
+	}
+	walk("", values)
+}
