@@ -1,0 +1,231 @@
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	appsv1 "k8s.io/api/apps/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// cluster is a real control plane for installing the chart: the test remediators' CRDs and the real
+// cert-manager and Prometheus-operator CRDs are installed, the NodeHealthCheck CRD is not (the chart
+// installs it).
+type cluster struct {
+	env        *envtest.Environment
+	k8s        client.Client
+	kubeconfig string
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	if err := testutil.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	env := &envtest.Environment{
+		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{testutil.TestCRDDir(), testutil.Path("test", "crds", "thirdparty")}},
+		ErrorIfCRDPathMissing: true,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, remediationv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, err := env.AddUser(envtest.User{Name: "helm-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := user.KubeConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &cluster{env: env, k8s: k8s, kubeconfig: kubeconfig}
+}
+
+// helm returns a Helm action configuration for the cluster, storing releases in Secrets as the
+// helm CLI does.
+func (c *cluster) helm(t *testing.T) *action.Configuration {
+	t.Helper()
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig = &c.kubeconfig
+	ns := namespace
+	flags.Namespace = &ns
+	cfg := &action.Configuration{}
+	if err := cfg.Init(flags, namespace, "secret", func(format string, v ...any) { t.Logf("helm: "+format, v...) }); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func (c *cluster) install(t *testing.T, values map[string]any) {
+	t.Helper()
+	install := action.NewInstall(c.helm(t))
+	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = releaseName, namespace, true, time.Minute
+	if _, err := install.Run(loadChart(t), values); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+}
+
+func (c *cluster) upgrade(t *testing.T, values map[string]any) {
+	t.Helper()
+	upgrade := action.NewUpgrade(c.helm(t))
+	upgrade.Namespace, upgrade.Timeout = namespace, time.Minute
+	if _, err := upgrade.Run(releaseName, loadChart(t), values); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+}
+
+func (c *cluster) uninstall(t *testing.T) {
+	t.Helper()
+	uninstall := action.NewUninstall(c.helm(t))
+	uninstall.Timeout = time.Minute
+	if _, err := uninstall.Run(releaseName); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+}
+
+// exists reports whether the object (apiVersion, kind, namespace, name) exists.
+func (c *cluster) exists(t *testing.T, apiVersion, kind, ns, name string) bool {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("getting %s %s/%s: %v", kind, ns, name, err)
+	}
+	return err == nil
+}
+
+func (c *cluster) expect(t *testing.T, want bool, objs ...[4]string) {
+	t.Helper()
+	for _, o := range objs {
+		if got := c.exists(t, o[0], o[1], o[2], o[3]); got != want {
+			t.Errorf("%s %s/%s exists: %v, want %v", o[1], o[2], o[3], got, want)
+		}
+	}
+}
+
+// Install, upgrade and uninstall the chart on a real API server, which validates every object
+// against the real schemas (the CRD's, cert-manager's, Prometheus-operator's, the built-in kinds').
+func TestInstallUpgradeUninstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t)
+	full := "nhc-node-healthcheck"
+	crd := [4]string{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodehealthchecks.remediation.medik8s.io"}
+	deployment := [4]string{"apps/v1", "Deployment", namespace, full}
+	webhooks := [][4]string{
+		{"admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", "", full + "-mutating"},
+		{"admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", full + "-validating"},
+		{"cert-manager.io/v1", "Certificate", namespace, full + "-webhook"},
+		{"cert-manager.io/v1", "Issuer", namespace, full + "-selfsigned"},
+	}
+	monitoring := [][4]string{
+		{"monitoring.coreos.com/v1", "ServiceMonitor", namespace, full},
+		{"monitoring.coreos.com/v1", "PrometheusRule", namespace, full},
+	}
+
+	t.Run("install with the defaults", func(t *testing.T) {
+		c.install(t, nil)
+		c.expect(t, true, append(webhooks, crd, deployment,
+			[4]string{"v1", "Namespace", "", "medik8s-leases"},
+			[4]string{"rbac.authorization.k8s.io/v1", "Role", "medik8s-leases", full + "-node-leases"},
+			[4]string{"policy/v1", "PodDisruptionBudget", namespace, full})...)
+		d := &appsv1.Deployment{}
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: full}, d); err != nil {
+			t.Fatal(err)
+		}
+		if *d.Spec.Replicas != 2 {
+			t.Errorf("replicas %d", *d.Spec.Replicas)
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("upgrade: webhooks off, monitoring and upgrade detectors on", func(t *testing.T) {
+		c.upgrade(t, map[string]any{
+			"webhooks":    map[string]any{"enabled": false},
+			"certManager": map[string]any{"enabled": false},
+			"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true},
+				"prometheusRule": map[string]any{"enabled": true}},
+			"upgrade": map[string]any{"clusterAPI": true, "pauseObject": map[string]any{"enabled": true}, "maxPause": "6h"},
+		})
+		c.expect(t, false, webhooks...)
+		c.expect(t, true, append(monitoring, crd, deployment)...)
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("uninstall keeps the CRD and the shared lease namespace", func(t *testing.T) {
+		c.uninstall(t)
+		c.expect(t, false, append(monitoring, deployment)...)
+		c.expect(t, true, crd, [4]string{"v1", "Namespace", "", "medik8s-leases"})
+	})
+
+	t.Run("install again over the kept CRD, with the default NodeHealthCheck", func(t *testing.T) {
+		c.install(t, map[string]any{
+			"webhooks":               map[string]any{"enabled": false},
+			"certManager":            map[string]any{"enabled": false},
+			"defaultNodeHealthCheck": map[string]any{"enabled": true},
+		})
+		nhc := &remediationv1alpha1.NodeHealthCheck{}
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Name: "nhc-worker-default"}, nhc); err != nil {
+			t.Fatalf("the default NodeHealthCheck: %v", err)
+		}
+		if got := fmt.Sprint(nhc.Spec.MinHealthy); got != "51%" {
+			t.Errorf("minHealthy %s", got)
+		}
+		c.uninstall(t)
+		if !c.exists(t, "remediation.medik8s.io/v1alpha1", "NodeHealthCheck", "", "nhc-worker-default") {
+			t.Error("uninstalling must not delete NodeHealthChecks")
+		}
+	})
+
+	t.Run("the default NodeHealthCheck is not created when one exists", func(t *testing.T) {
+		c.install(t, map[string]any{
+			"webhooks":               map[string]any{"enabled": false},
+			"certManager":            map[string]any{"enabled": false},
+			"defaultNodeHealthCheck": map[string]any{"enabled": true, "remediationTemplate": map[string]any{"name": "another"}},
+		})
+		nhc := &remediationv1alpha1.NodeHealthCheck{}
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Name: "nhc-worker-default"}, nhc); err != nil {
+			t.Fatal(err)
+		}
+		if nhc.Spec.RemediationTemplate.Name == "another" {
+			t.Error("an existing NodeHealthCheck was overwritten")
+		}
+	})
+}
