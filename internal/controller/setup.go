@@ -13,6 +13,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -42,6 +43,12 @@ type UpgradeOptions struct {
 	MaxPause time.Duration
 }
 
+// NewTemplateReader returns the manager's reader of remediation templates: cached and watched when
+// the operator may list and watch their kind, read directly otherwise.
+func NewTemplateReader(mgr ctrl.Manager) *templateaccess.Reader {
+	return &templateaccess.Reader{Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+}
+
 // ConfigureManager sets the manager options the controllers rely on (see nhc.ConfigureManager).
 func ConfigureManager(o *ctrl.Options) { nhc.ConfigureManager(o) }
 
@@ -52,6 +59,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if gate == nil {
 		gate = upgrade.NewGate(o.Upgrade.NodeRollout)
 	}
+	templates := NewTemplateReader(mgr)
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -64,11 +72,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
 	}
 	if err := (&nhc.Reconciler{
-		Client:   mgr.GetClient(),
-		Clock:    o.Clock,
-		Recorder: mgr.GetEventRecorder(nhc.ControllerName),
-		Gate:     gate,
-		MaxPause: o.Upgrade.MaxPause,
+		Client:    mgr.GetClient(),
+		Clock:     o.Clock,
+		Recorder:  mgr.GetEventRecorder(nhc.ControllerName),
+		Gate:      gate,
+		MaxPause:  o.Upgrade.MaxPause,
+		Templates: templates,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
@@ -79,6 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		LeaseNamespace: o.LeaseNamespace,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
+		Templates:      templates,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -52,6 +53,9 @@ type Reconciler struct {
 	Gate *upgrade.Gate
 	// MaxPause bounds how long upgrade signals hold new remediations back; zero: no bound.
 	MaxPause time.Duration
+	// Templates reads remediation templates with the rights remediators grant; nil: through the
+	// cache, watching every template kind (tests of this controller alone).
+	Templates *templateaccess.Reader
 
 	watcher *dynamicwatch.Watcher
 	metrics metricsState
@@ -108,14 +112,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if r.Gate != nil {
 		verdict = r.Gate.Verdict()
 	}
-	problem, err := checkTemplates(ctx, r, &nhc.Spec)
+	problem, err := checkTemplates(ctx, r.templates(), &nhc.Spec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if conflict := verdict.MachineHealthChecks.Conflict; conflict != "" {
 		problem = &templateProblem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
-	if err := r.ensureWatches(&nhc.Spec); err != nil {
+	unwatched, err := r.ensureWatches(ctx, &nhc.Spec)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	nodes, err := selectedNodes(ctx, r, &nhc.Spec.Selector)
@@ -182,6 +187,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !up.Expires.IsZero() && (next.IsZero() || up.Expires.Before(next)) {
 		next = up.Expires
 	}
+	if problem != nil && unwatched {
+		// A template that cannot be watched may be created or fixed without an event.
+		if at := now.Add(templateRecheck); next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
 	if next.IsZero() {
 		return ctrl.Result{}, nil
 	}
@@ -197,18 +208,41 @@ func (r *Reconciler) forget(name string) {
 	}
 }
 
-// ensureWatches starts watching each referenced template kind (enqueue the NodeHealthChecks that
-// reference it) and remediation kind (enqueue the owning NodeHealthCheck), once per kind.
-func (r *Reconciler) ensureWatches(spec *remediationv1alpha1.NodeHealthCheckSpec) error {
+// templateRecheck is how soon a disabled NodeHealthCheck whose template kind cannot be watched
+// looks at its templates again.
+const templateRecheck = time.Minute
+
+// ensureWatches starts watching each referenced template kind that may be watched (enqueue the
+// NodeHealthChecks that reference it) and each remediation kind (enqueue the owning
+// NodeHealthCheck), once per kind. It reports whether a template kind is not watched.
+func (r *Reconciler) ensureWatches(ctx context.Context, spec *remediationv1alpha1.NodeHealthCheckSpec) (unwatched bool, err error) {
 	for _, ref := range spec.TemplateRefs() {
-		if _, err := r.watcher.Ensure(ref.GroupVersionKind(), r.nhcsReferencing); err != nil {
-			return err
+		watchable := true
+		if r.Templates != nil {
+			if watchable, err = r.Templates.Watchable(ctx, ref.GroupVersionKind()); err != nil {
+				return false, err
+			}
+		}
+		if watchable {
+			if _, err := r.watcher.Ensure(ref.GroupVersionKind(), r.nhcsReferencing); err != nil {
+				return false, err
+			}
+		} else {
+			unwatched = true
 		}
 		if _, err := r.watcher.Ensure(remediationcr.GVK(ref), ownerNHC); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return unwatched, nil
+}
+
+// templates returns how templates are read.
+func (r *Reconciler) templates() templateGetter {
+	if r.Templates != nil {
+		return r.Templates
+	}
+	return r.Client
 }
 
 func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -20,8 +20,13 @@ type templateProblem struct {
 	message string
 }
 
-// checkTemplates reads every referenced template from the cache and reports the first problem.
-func checkTemplates(ctx context.Context, c client.Reader, spec *remediationv1alpha1.NodeHealthCheckSpec) (*templateProblem, error) {
+// templateGetter reads templates (templateaccess.Reader, or a client).
+type templateGetter interface {
+	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+}
+
+// checkTemplates reads every referenced template and reports the first problem.
+func checkTemplates(ctx context.Context, c templateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec) (*templateProblem, error) {
 	for _, ref := range spec.TemplateRefs() {
 		t := &unstructured.Unstructured{}
 		t.SetGroupVersionKind(ref.GroupVersionKind())

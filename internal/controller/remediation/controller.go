@@ -28,6 +28,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -72,6 +73,8 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
+	// Templates reads remediation templates with the rights remediators grant; nil: through the cache.
+	Templates *templateaccess.Reader
 	// Gate is the upgrade gate; checked right before a first CR is created, because it may have
 	// closed after the status approving the CR was written. nil: no upgrade awareness.
 	Gate *upgrade.Gate
@@ -440,7 +443,11 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 	}
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
+	var getTemplate func(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error = r.Get
+	if r.Templates != nil {
+		getTemplate = r.Templates.Get
+	}
+	if err := getTemplate(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
 		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	machine, err := r.machineOwner(ctx, node, template.GetNamespace())

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
 
 // Webhook paths, the conventional ones controller-runtime derives from the group, version and kind.
@@ -54,7 +55,8 @@ const infrastructureName = "cluster"
 // from the API server (mgr.GetAPIReader), so it is never stale and no informer is started for it.
 func SetupWithManager(mgr ctrl.Manager) error {
 	v := &Validator{
-		Lookup:   &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: mgr.GetClient()},
+		Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: &templateaccess.Reader{
+			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
 		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
 	}
 	return ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
@@ -281,8 +283,11 @@ func toAPIError(nhc *remediationv1alpha1.NodeHealthCheck, errs field.ErrorList) 
 type CachedTemplateLookup struct {
 	// Mapper maps template kinds to resources and scopes.
 	Mapper meta.RESTMapper
-	// Reader reads template metadata; the manager's cached client.
-	Reader client.Reader
+	// Reader reads template metadata: through the manager's cache when the operator may list and
+	// watch the kind, directly otherwise (templateaccess.Reader).
+	Reader interface {
+		Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+	}
 }
 
 // Scope implements TemplateLookup.

@@ -1,0 +1,98 @@
+// Package templateaccess reads remediation templates with the rights remediators grant. The
+// documented contract (rbac.ext-remediation aggregation) grants only get on templates; many
+// remediators grant list and watch too. Templates of a kind the operator may list and watch are read
+// from the shared cache and watched; the others are read with a direct GET, one per read, and
+// callers look again after a while instead of being notified.
+package templateaccess
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=selfsubjectaccessreviews,verbs=create
+
+// Reader reads templates through the cache when their kind may be listed and watched cluster-wide,
+// and directly otherwise. Safe for concurrent use.
+type Reader struct {
+	// Cached reads through the shared cache (starting an informer for the kind).
+	Cached client.Reader
+	// Direct reads from the API server.
+	Direct client.Reader
+	// Reviewer creates SelfSubjectAccessReviews.
+	Reviewer client.Client
+	// Mapper maps kinds to resources.
+	Mapper meta.RESTMapper
+
+	mu       sync.Mutex
+	watching map[schema.GroupKind]decision
+}
+
+type decision struct {
+	watchable bool
+	at        time.Time
+}
+
+// recheckAfter is how long a "may not list and watch" answer holds: a remediator's role may be
+// aggregated after the operator first asked.
+const recheckAfter = 10 * time.Minute
+
+// Watchable reports whether the operator may list and watch the kind cluster-wide, which caching
+// and watching need. The answer is asked once per kind; a kind that is not served yet is not
+// watchable (and asked again later).
+func (r *Reader) Watchable(ctx context.Context, gvk schema.GroupVersionKind) (bool, error) {
+	gk := gvk.GroupKind()
+	r.mu.Lock()
+	d, known := r.watching[gk]
+	r.mu.Unlock()
+	if known && (d.watchable || time.Since(d.at) < recheckAfter) {
+		return d.watchable, nil
+	}
+	mapping, err := r.Mapper.RESTMapping(gk, gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("mapping %s: %w", gk, err)
+	}
+	w := true
+	for _, verb := range []string{"list", "watch"} {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gk.Group, Resource: mapping.Resource.Resource, Verb: verb},
+		}}
+		if err := r.Reviewer.Create(ctx, review); err != nil {
+			return false, fmt.Errorf("reviewing access to %s: %w", mapping.Resource.GroupResource(), err)
+		}
+		w = w && review.Status.Allowed
+	}
+	if !w {
+		ctrl.LoggerFrom(ctx).Info("Templates of this kind may not be listed and watched; reading them directly", "kind", gk)
+	}
+	r.mu.Lock()
+	if r.watching == nil {
+		r.watching = map[schema.GroupKind]decision{}
+	}
+	r.watching[gk] = decision{watchable: w, at: time.Now()}
+	r.mu.Unlock()
+	return w, nil
+}
+
+// Get reads the template into obj (Unstructured or PartialObjectMetadata, with its kind set).
+func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	watchable, err := r.Watchable(ctx, obj.GetObjectKind().GroupVersionKind())
+	if err != nil {
+		return err
+	}
+	if watchable {
+		return r.Cached.Get(ctx, key, obj)
+	}
+	return r.Direct.Get(ctx, key, obj)
+}
