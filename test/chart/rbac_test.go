@@ -1,0 +1,248 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onsi/gomega"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/releaseutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/test/localcluster"
+)
+
+// managerBinary builds the manager (or uses $MANAGER_BINARY).
+func managerBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("MANAGER_BINARY"); b != "" {
+		return b
+	}
+	bin := filepath.Join(t.TempDir(), "manager")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	build.Dir = testutil.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the manager: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startAggregation runs kube-controller-manager with only the ClusterRole aggregation controller,
+// which fills the chart's ext-remediation role from remediators' labelled roles.
+func (c *cluster) startAggregation(t *testing.T) {
+	t.Helper()
+	kcm := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), //nolint:gosec // our binary
+		"--kubeconfig="+c.kubeconfig, "--controllers=clusterrole-aggregation-controller", "--leader-elect=false", "--secure-port=0")
+	var out bytes.Buffer
+	kcm.Stdout, kcm.Stderr = &out, &out
+	if err := kcm.Start(); err != nil {
+		t.Fatalf("starting kube-controller-manager: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = kcm.Process.Kill()
+		_ = kcm.Wait()
+		if t.Failed() {
+			t.Logf("kube-controller-manager:\n%s", out.String())
+		}
+	})
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that authenticates as the chart's ServiceAccount with
+// a bound token from the TokenRequest API, as a pod would.
+func (c *cluster) serviceAccountKubeconfig(t *testing.T, sa string) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for %s: %v", sa, err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.env.Config.Host, CertificateAuthorityData: c.env.Config.CAData}
+	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: sa}
+	cfg.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "sa-kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// chartArgs returns the manager arguments of the Deployment in the release's manifest.
+func chartArgs(t *testing.T, manifest string) []string {
+	t.Helper()
+	for _, m := range releaseutil.SplitManifests(manifest) {
+		u := unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		return toStrings(containers[0].(map[string]any)["args"])
+	}
+	t.Fatal("no Deployment in the release")
+	return nil
+}
+
+// The manager, run with the chart's arguments as the chart's ServiceAccount (a bound token) with only
+// the chart's RBAC, reconciles a NodeHealthCheck and creates a remediation CR with the permissions a
+// remediator grants through aggregation, exactly as documented for remediators: get on its
+// templates, everything on its remediation CRs. Proof that the chart's RBAC is enough.
+func TestChartRBACIsEnoughForTheManager(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	gomega.RegisterTestingT(t) // for the testutil builders
+	bin := managerBinary(t)
+	c := startCluster(t)
+	c.startAggregation(t)
+	ctx := context.Background()
+
+	install := action.NewInstall(c.helm(t))
+	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = releaseName, namespace, true, time.Minute
+	rel, err := install.Run(loadChart(t), map[string]any{
+		"webhooks":    map[string]any{"enabled": false},
+		"certManager": map[string]any{"enabled": false},
+		"upgrade":     map[string]any{"pauseObject": map[string]any{"enabled": true}, "nodeRollout": true},
+	})
+	if err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+
+	// A remediator's role, as the reference documentation shows it.
+	remediator := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		},
+	}
+	if err := c.k8s.Create(ctx, remediator); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the remediator's rules aggregated into the ext-remediation role", func() bool {
+		agg := &rbacv1.ClusterRole{}
+		return c.k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-ext-remediation"}, agg) == nil && len(agg.Rules) == 2
+	})
+
+	template := testutil.TemplateObject("reboot", true)
+	nodes := []*corev1.Node{}
+	for _, name := range []string{"worker-1", "worker-2", "worker-3"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"node-role.kubernetes.io/worker": ""}}}
+		if err := c.k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	sick := nodes[2]
+	long := metav1.NewTime(time.Now().Add(-time.Hour))
+	for _, n := range nodes {
+		status := corev1.ConditionTrue
+		if n == sick {
+			status = corev1.ConditionUnknown
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: long, LastHeartbeatTime: long}}
+		if err := c.k8s.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.k8s.Create(ctx, template); err != nil {
+		t.Fatal(err)
+	}
+	nhc := testutil.NewNHC("workers")
+	nhc.Spec.RemediationTemplate = testutil.TestTemplateRef(template.GetName())
+	if err := c.k8s.Create(ctx, nhc); err != nil {
+		t.Fatal(err)
+	}
+
+	probe, err := localcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := localcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--kubeconfig=" + c.serviceAccountKubeconfig(t, "nhc-node-healthcheck"), "--leader-election-namespace=" + namespace}
+	for _, a := range chartArgs(t, rel.Manifest) {
+		switch {
+		case strings.HasPrefix(a, "--health-probe-bind-address="):
+			a = "--health-probe-bind-address=" + probe
+		case strings.HasPrefix(a, "--metrics-bind-address="):
+			a = "--metrics-bind-address=" + metrics
+		}
+		args = append(args, a)
+	}
+	var log bytes.Buffer
+	manager := exec.Command(bin, args...) //nolint:gosec // our binary
+	manager.Stdout, manager.Stderr = &log, &log
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = manager.Process.Signal(os.Interrupt)
+		_ = manager.Wait()
+		if t.Failed() {
+			t.Logf("manager (args %v):\n%s", args, log.String())
+		}
+	})
+
+	waitFor(t, "a remediation CR for the unhealthy node", func() bool {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("test.medik8s.io/v1alpha1")
+		list.SetKind("TestRemediationList")
+		return c.k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace)) == nil && len(list.Items) == 1 && list.Items[0].GetName() == sick.Name
+	})
+	waitFor(t, "the NodeHealthCheck's status", func() bool {
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		return c.k8s.Get(ctx, client.ObjectKeyFromObject(nhc), got) == nil && got.Status.Phase == remediationv1alpha1.PhaseRemediating
+	})
+	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
+		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
