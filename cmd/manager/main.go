@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
 
 // gracefulShutdownTimeout bounds how long runnables get to stop after SIGTERM; well inside the
@@ -48,6 +50,8 @@ type options struct {
 	enableHTTP2      bool
 	leaseNamespace   string
 	upgrade          controller.UpgradeOptions
+	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
+	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
 }
 
@@ -84,6 +88,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"<namespace>/<name> of a ConfigMap or Lease whose existence pauses new remediations in every NodeHealthCheck: the hook for upgrade tools. A Lease with leaseDurationSeconds pauses only until it expires.")
 	fs.DurationVar(&o.upgrade.MaxPause, "upgrade-max-pause", 0,
 		"Resume remediation, with a warning event, after upgrade signals held it back this long (for example 6h). 0: no limit.")
+	var certSecret, webhookService, webhookConfigs string
+	fs.StringVar(&certSecret, "webhook-cert-secret", "",
+		"<namespace>/<name> of a Secret in which the operator keeps its own webhook CA and certificate, renewed before they expire, for clusters without cert-manager. Mount the Secret at --webhook-cert-dir; needs --webhook-service and --webhook-configurations.")
+	fs.StringVar(&webhookService, "webhook-service", "",
+		"<namespace>/<name> of the webhook Service: the self-managed certificate is valid for <name>.<namespace>.svc.")
+	fs.StringVar(&webhookConfigs, "webhook-configurations", "",
+		"<mutating>,<validating>: names of the webhook configurations into which the self-managed CA is written.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -92,16 +103,40 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if pauseObject != "" {
-		ns, name, ok := strings.Cut(pauseObject, "/")
-		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
-			return nil, fmt.Errorf("--upgrade-pause-object %q: want <namespace>/<name>", pauseObject)
+		key, err := namespacedName("--upgrade-pause-object", pauseObject)
+		if err != nil {
+			return nil, err
 		}
-		o.upgrade.PauseObject = types.NamespacedName{Namespace: ns, Name: name}
+		o.upgrade.PauseObject = key
+	}
+	if certSecret != "" {
+		secret, err := namespacedName("--webhook-cert-secret", certSecret)
+		if err != nil {
+			return nil, err
+		}
+		service, err := namespacedName("--webhook-service", webhookService)
+		if err != nil {
+			return nil, err
+		}
+		mutating, validating, ok := strings.Cut(webhookConfigs, ",")
+		if !ok || mutating == "" || validating == "" || strings.Contains(validating, ",") {
+			return nil, fmt.Errorf("--webhook-configurations %q: want <mutating>,<validating>", webhookConfigs)
+		}
+		o.selfManagedCerts = &webhookcert.Options{Secret: secret, Service: service, Mutating: mutating, Validating: validating}
 	}
 	if o.upgrade.MaxPause < 0 {
 		return nil, fmt.Errorf("--upgrade-max-pause %s: must not be negative", o.upgrade.MaxPause)
 	}
 	return o, nil
+}
+
+// namespacedName parses a flag's <namespace>/<name> value.
+func namespacedName(flagName, value string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(value, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, fmt.Errorf("%s %q: want <namespace>/<name>", flagName, value)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
 }
 
 func main() {
@@ -158,12 +193,26 @@ func run(o *options) error {
 			TLSOpts: tlsOpts,
 		}),
 	}
+	certReady := make(chan struct{})
+	if o.selfManagedCerts != nil && o.enableWebhooks {
+		mgrOpts.WebhookServer = webhookcert.Delayed(mgrOpts.WebhookServer, certReady)
+	}
 	controller.ConfigureManager(&mgrOpts)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 
+	if o.selfManagedCerts != nil && o.enableWebhooks {
+		certs := *o.selfManagedCerts
+		certs.CertDir = o.webhookCertDir
+		if certs.CertDir == "" {
+			certs.CertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+		}
+		if err := webhookcert.AddRotator(mgr, certs, certReady); err != nil {
+			return fmt.Errorf("setting up the webhook certificate rotator: %w", err)
+		}
+	}
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade}); err != nil {
 		return err
 	}

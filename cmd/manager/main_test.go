@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
 
 // The flag names are an interface the chart, the docs and users' scripts depend on.
@@ -22,6 +23,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"leader-election-id", "leader-election-namespace", "webhook-port", "webhook-cert-dir",
 		"enable-webhooks", "metrics-secure", "enable-http2", "lease-namespace",
 		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
+		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -73,5 +75,32 @@ func TestFlagsRefuseStrayArguments(t *testing.T) {
 	}
 	if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--no-such-flag"}); err == nil {
 		t.Fatal("unknown flag accepted")
+	}
+}
+
+func TestSelfManagedCertificateFlags(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--webhook-cert-secret=nhc/webhook-cert",
+		"--webhook-service=nhc/webhook", "--webhook-configurations=nhc-mutating,nhc-validating"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := webhookcert.Options{Secret: types.NamespacedName{Namespace: "nhc", Name: "webhook-cert"}, Service: types.NamespacedName{Namespace: "nhc", Name: "webhook"},
+		Mutating: "nhc-mutating", Validating: "nhc-validating"}
+	if o.selfManagedCerts == nil || *o.selfManagedCerts != want {
+		t.Errorf("got %+v, want %+v", o.selfManagedCerts, want)
+	}
+	if o, _ := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), nil); o.selfManagedCerts != nil {
+		t.Error("self-managed certificates must be off by default")
+	}
+	for _, bad := range [][]string{
+		{"--webhook-cert-secret=nhc/cert"},
+		{"--webhook-cert-secret=nhc/cert", "--webhook-service=nhc/svc"},
+		{"--webhook-cert-secret=nhc/cert", "--webhook-service=svc", "--webhook-configurations=a,b"},
+		{"--webhook-cert-secret=nhc/cert", "--webhook-service=nhc/svc", "--webhook-configurations=a"},
+		{"--webhook-cert-secret=cert", "--webhook-service=nhc/svc", "--webhook-configurations=a,b"},
+	} {
+		if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
 	}
 }
