@@ -11,8 +11,9 @@ import (
 
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	for name, r := range map[string]rendered{
-		"defaults":  mustRender(t, nil),
-		"openshift": mustRender(t, nil, "config.openshift.io/v1"),
+		"defaults":             mustRender(t, nil),
+		"openshift":            mustRender(t, nil, "config.openshift.io/v1"),
+		"self-managed webhook": mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}}),
 	} {
 		for _, u := range r {
 			if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
@@ -90,8 +91,38 @@ func TestOptionSets(t *testing.T) {
 			t.Error("an existing issuer replaces the self-signed one")
 		}
 	})
+	t.Run("self-managed certificates", func(t *testing.T) {
+		r := mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}})
+		if r.get("Certificate", "nhc-node-healthcheck-webhook") != nil || r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil {
+			t.Error("no cert-manager objects without cert-manager")
+		}
+		if r.get("Secret", "nhc-node-healthcheck-webhook-cert") == nil {
+			t.Error("the operator fills a Secret the chart creates")
+		}
+		for _, name := range []string{"nhc-node-healthcheck-mutating", "nhc-node-healthcheck-validating"} {
+			for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+				if cfg := r.get(kind, name); cfg != nil && cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "" {
+					t.Errorf("%s %s: cert-manager annotation without cert-manager", kind, name)
+				}
+			}
+		}
+		d := toYAML(t, r.get("Deployment", "nhc-node-healthcheck"))
+		for _, want := range []string{"--webhook-cert-secret=node-healthcheck/nhc-node-healthcheck-webhook-cert", "--webhook-service=node-healthcheck/nhc-node-healthcheck-webhook",
+			"--webhook-configurations=nhc-node-healthcheck-mutating,nhc-node-healthcheck-validating", "secretName: nhc-node-healthcheck-webhook-cert"} {
+			if !strings.Contains(d, want) {
+				t.Errorf("deployment lacks %q", want)
+			}
+		}
+		role := toYAML(t, r.get("Role", "nhc-node-healthcheck-leader-election"))
+		if !strings.Contains(role, "- nhc-node-healthcheck-webhook-cert") {
+			t.Errorf("the operator may update only its own Secret:\n%s", role)
+		}
+		if strings.Contains(toYAML(t, mustRender(t, nil).get("Role", "nhc-node-healthcheck-leader-election")), "secrets") {
+			t.Error("with cert-manager the operator needs no access to Secrets")
+		}
+	})
 	t.Run("webhooks off", func(t *testing.T) {
-		r := mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}})
+		r := mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}})
 		for _, k := range r.kinds() {
 			if strings.Contains(k, "Webhook") || strings.HasPrefix(k, "Certificate/") || strings.HasPrefix(k, "Issuer/") {
 				t.Errorf("webhooks off, yet %s", k)
@@ -162,7 +193,7 @@ func TestContradictoryValuesFail(t *testing.T) {
 		want   string
 	}{
 		{"replicas without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled=true"},
-		{"webhooks without certificates", map[string]any{"certManager": map[string]any{"enabled": false}}, "webhooks.enabled=true needs certManager.enabled=true"},
+		{"PrometheusRule without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "prometheusRule": map[string]any{"enabled": true}}}, "needs metrics.enabled=true"},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, "needs metrics.enabled=true"},
 		{"a budget for one replica", map[string]any{"replicaCount": 1}, "podDisruptionBudget.enabled=true needs replicaCount >= 2"},
 		{"an unknown value", map[string]any{"replicas": 3}, "additional properties 'replicas' not allowed"},

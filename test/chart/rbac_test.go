@@ -90,6 +90,46 @@ func (c *cluster) serviceAccountKubeconfig(t *testing.T, sa string) string {
 	return path
 }
 
+// startManager runs the manager out of cluster as the chart's ServiceAccount, with the arguments of
+// the release's Deployment (probe and metrics on free local ports; overrides replace flags by name).
+// It returns the probe address and the manager's output.
+func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map[string]string) (string, *bytes.Buffer) {
+	t.Helper()
+	probe, err := localcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := localcluster.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overrides == nil {
+		overrides = map[string]string{}
+	}
+	overrides["--health-probe-bind-address"], overrides["--metrics-bind-address"] = probe, metrics
+	args := []string{"--kubeconfig=" + c.serviceAccountKubeconfig(t, "nhc-node-healthcheck"), "--leader-election-namespace=" + namespace}
+	for _, a := range chartArgs(t, manifest) {
+		if name, _, _ := strings.Cut(a, "="); overrides[name] != "" {
+			a = name + "=" + overrides[name]
+		}
+		args = append(args, a)
+	}
+	log := &bytes.Buffer{}
+	manager := exec.Command(bin, args...) //nolint:gosec // our binary
+	manager.Stdout, manager.Stderr = log, log
+	if err := manager.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = manager.Process.Signal(os.Interrupt)
+		_ = manager.Wait()
+		if t.Failed() {
+			t.Logf("manager (args %v):\n%s", args, log.String())
+		}
+	})
+	return probe, log
+}
+
 // chartArgs returns the manager arguments of the Deployment in the release's manifest.
 func chartArgs(t *testing.T, manifest string) []string {
 	t.Helper()
@@ -179,37 +219,7 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	probe, err := localcluster.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, err := localcluster.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"--kubeconfig=" + c.serviceAccountKubeconfig(t, "nhc-node-healthcheck"), "--leader-election-namespace=" + namespace}
-	for _, a := range chartArgs(t, rel.Manifest) {
-		switch {
-		case strings.HasPrefix(a, "--health-probe-bind-address="):
-			a = "--health-probe-bind-address=" + probe
-		case strings.HasPrefix(a, "--metrics-bind-address="):
-			a = "--metrics-bind-address=" + metrics
-		}
-		args = append(args, a)
-	}
-	var log bytes.Buffer
-	manager := exec.Command(bin, args...) //nolint:gosec // our binary
-	manager.Stdout, manager.Stderr = &log, &log
-	if err := manager.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = manager.Process.Signal(os.Interrupt)
-		_ = manager.Wait()
-		if t.Failed() {
-			t.Logf("manager (args %v):\n%s", args, log.String())
-		}
-	})
+	_, log := c.startManager(t, bin, rel.Manifest, nil)
 
 	waitFor(t, "a remediation CR for the unhealthy node", func() bool {
 		list := &unstructured.UnstructuredList{}

@@ -37,6 +37,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "nhc.webhookService" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
 {{- define "nhc.webhookSecret" -}}{{ include "nhc.fullname" . }}-webhook-cert{{- end }}
 {{- define "nhc.certificate" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
+{{- define "nhc.mutatingWebhook" -}}{{ include "nhc.fullname" . }}-mutating{{- end }}
+{{- define "nhc.validatingWebhook" -}}{{ include "nhc.fullname" . }}-validating{{- end }}
+{{/* The operator manages its webhook certificate itself (no cert-manager). */}}
+{{- define "nhc.selfManagedCerts" -}}
+{{- if and .Values.webhooks.enabled (not .Values.certManager.enabled) }}true{{ end }}
+{{- end }}
 
 {{- define "nhc.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
@@ -49,9 +55,6 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- define "nhc.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled=true: without it every replica would remediate" }}
-{{- end }}
-{{- if and .Values.webhooks.enabled (not .Values.certManager.enabled) }}
-{{- fail "webhooks.enabled=true needs certManager.enabled=true (self-managed webhook certificates are not available yet); or set webhooks.enabled=false, the CRD's CEL rules still refuse most invalid specs" }}
 {{- end }}
 {{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled=true needs metrics.enabled=true" }}
