@@ -10,12 +10,15 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -168,6 +171,22 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		}
 		if *d.Spec.Replicas != 2 {
 			t.Errorf("replicas %d", *d.Spec.Replicas)
+		}
+		// The API server's PodSecurity admission, enforcing the restricted profile, admits the pod.
+		restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+			"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+		if err := c.k8s.Create(context.Background(), restricted); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: restricted.Name, Name: "manager"}, Spec: d.Spec.Template.Spec}
+		pod.Spec.ServiceAccountName = ""
+		if err := c.k8s.Create(context.Background(), pod, client.DryRunAll); err != nil {
+			t.Errorf("the restricted Pod Security profile refuses the operator's pod: %v", err)
+		}
+		privileged := pod.DeepCopy()
+		privileged.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+		if err := c.k8s.Create(context.Background(), privileged, client.DryRunAll); err == nil {
+			t.Error("the check is void: a pod allowing privilege escalation was admitted too")
 		}
 	})
 	if t.Failed() {
