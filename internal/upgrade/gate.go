@@ -184,6 +184,14 @@ func (g *Gate) SetMachineHealthChecks(m MachineHealthChecks) {
 	})
 }
 
+// MachineHealthChecks returns the MachineHealthCheck detector's last finding, and whether it has
+// reported at all.
+func (g *Gate) MachineHealthChecks() (MachineHealthChecks, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mhc, g.reported[DetectorMachineHealthCheck]
+}
+
 // ReportNode records whether a node-level detector blocks one NodeHealthCheck (closed false also
 // when the NodeHealthCheck is gone), for the gate metric.
 func (g *Gate) ReportNode(detector, nhc string, closed bool) {

@@ -26,9 +26,14 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
-var e *testutil.ControllerEnv
+var (
+	e *testutil.ControllerEnv
+	// gate is the controllers' upgrade gate, so that specs can wait until it has seen a change.
+	gate = upgrade.NewGate(false)
+)
 
 func TestOpenShift(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -40,7 +45,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-		return controller.SetupWithManager(mgr, controller.Options{Clock: clock})
+		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate})
 	})
 	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.EtcdNamespace}})).To(Succeed())
 })

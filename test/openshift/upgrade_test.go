@@ -124,6 +124,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 	It("on a hosted control plane, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext) {
 		topology(ctx, "External")
+		Eventually(func() bool { return gate.Verdict().HostedControlPlane }).Should(BeTrue(), "the operator has seen the topology")
 		n, nodes := workers(ctx, 5)
 		updatingHealthy, updatingSick := nodes[0], nodes[4]
 
@@ -147,6 +148,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 	It("on a self-hosted control plane, remediates a node being updated by the Machine Config Operator (ClusterVersion covers upgrades)", func(ctx SpecContext) {
 		topology(ctx, "HighlyAvailable")
+		Eventually(func() bool { return gate.Verdict().HostedControlPlane }).Should(BeFalse())
 		_, nodes := workers(ctx, 3)
 		machineConfig(ctx, nodes[2], "rendered-worker-1", "rendered-worker-2")
 		sicken(ctx, nodes[2])

@@ -48,6 +48,12 @@ const (
 	EventReasonUpgradeDetected = "UpgradeDetected"
 	// EventReasonUpgradeEnded: the signal is gone; remediation resumes unless another one holds.
 	EventReasonUpgradeEnded = "UpgradeEnded"
+	// EventReasonConflictingMachineHealthCheck (warning, on the MachineHealthCheck): NodeHealthChecks
+	// are disabled while it exists.
+	EventReasonConflictingMachineHealthCheck = "ConflictingMachineHealthCheck"
+	// EventReasonTerminationHandlerTolerated (on the MachineHealthCheck): the default termination
+	// handler is tolerated, and terminating nodes are left to it.
+	EventReasonTerminationHandlerTolerated = "TerminationHandlerTolerated"
 )
 
 // discoverRequest enables the detectors whose kinds are served, at start and whenever a CRD of

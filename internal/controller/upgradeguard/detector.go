@@ -98,10 +98,24 @@ func evaluateMachineHealthChecks(ctx context.Context, g *Guard, served []schema.
 		return time.Time{}, err
 	}
 	m := upgrade.ClassifyMachineHealthChecks(mhcs)
-	before := g.Gate.Verdict().MachineHealthChecks
+	before, known := g.Gate.MachineHealthChecks()
 	g.Gate.SetMachineHealthChecks(m)
-	if m.Conflict != "" && before.Conflict == "" {
+	if known && m == before {
+		return time.Time{}, nil
+	}
+	if m.Conflict != "" {
 		ctrl.LoggerFrom(ctx).Info("Conflicting MachineHealthCheck found, NodeHealthChecks are disabled", "detail", m.Conflict)
+	}
+	for i := range mhcs {
+		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
+		switch {
+		case m.Conflict != "":
+			g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+				"NodeHealthChecks are disabled while this MachineHealthCheck exists: it would remediate the same machines")
+		case m.Terminating != "":
+			g.event(ref, corev1.EventTypeNormal, EventReasonTerminationHandlerTolerated,
+				fmt.Sprintf("NodeHealthChecks leave nodes with condition %s=%s to this MachineHealthCheck", upgrade.TerminatingCondition, m.Terminating))
+		}
 	}
 	return time.Time{}, nil
 }
