@@ -11,11 +11,15 @@ SHELL := /usr/bin/env bash -o pipefail
 KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
+KWOK_VERSION ?= v0.8.0
 
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
+# kwok simulates nodes with real heartbeats for the end-to-end suite; tests find it through KWOK_DIR.
+KWOK_DIR ?= $(LOCALBIN)/kwok/$(KWOK_VERSION)
+export KWOK_DIR
 
 # Where KUBEBUILDER_ASSETS is already set (a folder with kube-apiserver, etcd and kubectl), it is used
 # as it is; otherwise the cached build below provides it.
@@ -80,7 +84,7 @@ vet: ## Run go vet.
 ##@ Test
 
 .PHONY: test
-test: $(CONTROLPLANE_DEP) vet ## Run all tests on a real control plane (envtest) plus short fuzz runs.
+test: $(CONTROLPLANE_DEP) kwok vet ## Run all tests on a real control plane (envtest, kwok nodes) plus short fuzz runs.
 	go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
@@ -110,6 +114,12 @@ controlplane: $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd ## Bui
 
 $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
 	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION)
+
+.PHONY: kwok
+kwok: $(KWOK_DIR)/kwok ## Build kwok (simulated nodes) and its stages into bin/kwok (once).
+
+$(KWOK_DIR)/kwok:
+	hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

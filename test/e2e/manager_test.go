@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -14,13 +13,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -176,61 +171,3 @@ var _ = Describe("The manager binary", func() {
 		Expect(code).To(Equal(http.StatusOK))
 	})
 })
-
-var _ = Describe("The manager binary remediating", func() {
-	It("creates a remediation CR for an unhealthy node and deletes it when the node recovers", func(ctx SpecContext) {
-		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-remediate"}})
-
-		template := testutil.TemplateObject("e2e-template", true)
-		Expect(k8s.Create(ctx, template)).To(Succeed())
-		var nodes []*corev1.Node
-		for i := range 3 {
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("e2e-worker-%d", i), Labels: map[string]string{"e2e": "remediate"}}}
-			Expect(k8s.Create(ctx, n)).To(Succeed())
-			setReady(ctx, n, corev1.ConditionTrue)
-			nodes = append(nodes, n)
-		}
-		nhc := testutil.NewNHC("e2e-remediate")
-		nhc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"e2e": "remediate"}}
-		nhc.Spec.RemediationTemplate = testutil.TestTemplateRef(template.GetName())
-		for i := range nhc.Spec.UnhealthyConditions {
-			nhc.Spec.UnhealthyConditions[i].Duration.Duration = time.Second
-		}
-		Expect(k8s.Create(ctx, nhc)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) {
-			for _, n := range nodes {
-				Expect(k8s.Delete(ctx, n)).To(Succeed())
-			}
-			Expect(k8s.Delete(ctx, template)).To(Succeed())
-		})
-
-		setReady(ctx, nodes[1], corev1.ConditionUnknown)
-		cr := &unstructured.Unstructured{}
-		cr.SetAPIVersion("test.medik8s.io/v1alpha1")
-		cr.SetKind("TestRemediation")
-		Eventually(func() error {
-			return k8s.Get(ctx, client.ObjectKey{Namespace: testutil.TemplateNamespace, Name: nodes[1].Name}, cr)
-		}).WithTimeout(30 * time.Second).Should(Succeed())
-		Eventually(func() remediationv1alpha1.NHCPhase {
-			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
-			return nhc.Status.Phase
-		}).Should(Equal(remediationv1alpha1.PhaseRemediating))
-
-		setReady(ctx, nodes[1], corev1.ConditionTrue)
-		Eventually(func() bool {
-			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(cr), cr))
-		}).WithTimeout(30 * time.Second).Should(BeTrue())
-		Eventually(func() remediationv1alpha1.NHCPhase {
-			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
-			return nhc.Status.Phase
-		}).Should(Equal(remediationv1alpha1.PhaseEnabled))
-		Expect(k8s.Delete(ctx, nhc)).To(Succeed())
-	})
-})
-
-func setReady(ctx context.Context, n *corev1.Node, status corev1.ConditionStatus) {
-	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-	now := metav1.Now()
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: now, LastHeartbeatTime: now, Reason: "E2E"}}
-	Expect(k8s.Status().Update(ctx, n)).To(Succeed())
-}

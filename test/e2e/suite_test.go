@@ -2,10 +2,12 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -26,6 +28,9 @@ var (
 	scheme  = runtime.NewScheme()
 	// managerBinary is the manager under test: $MANAGER_BINARY, or built from cmd/manager.
 	managerBinary string
+	// remediator reboots the simulated nodes of TestRemediation CRs.
+	remediator     *localcluster.Remediator
+	stopRemediator context.CancelFunc
 )
 
 func TestE2E(t *testing.T) {
@@ -52,9 +57,22 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+
+	// Nodes behave like real ones: kwok heartbeats them, the node lifecycle controller marks them
+	// Unknown when heartbeats stop, and a test remediator "reboots" them.
+	simulationLog, err := os.Create(filepath.Join(cluster.Dir, "simulation.log"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cluster.StartNodeSimulation(simulationLog)).To(Succeed())
+	remediator = &localcluster.Remediator{Client: k8s, Namespace: testutil.TemplateNamespace, RebootDelay: 3 * time.Second, Log: GinkgoWriter.Printf}
+	var ctx context.Context
+	ctx, stopRemediator = context.WithCancel(context.Background())
+	go remediator.Run(ctx)
 })
 
 var _ = AfterSuite(func() {
+	if stopRemediator != nil {
+		stopRemediator()
+	}
 	if cluster != nil {
 		Expect(cluster.Stop()).To(Succeed())
 	}

@@ -33,6 +33,8 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir is a scratch folder removed by Stop.
 	Dir string
+
+	helpers processes
 }
 
 // Start starts the control plane, installs the NodeHealthCheck CRD, the test remediators' CRDs and
@@ -73,6 +75,7 @@ func Start() (*Cluster, error) {
 
 // Stop stops the control plane and removes the scratch folder.
 func (c *Cluster) Stop() error {
+	c.helpers.stop()
 	err := c.Env.Stop()
 	return errors.Join(err, os.RemoveAll(c.Dir))
 }
