@@ -3,16 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -167,5 +173,147 @@ var _ = Describe("Simulated nodes that really fail", func() {
 			Eventually(ready(ctx, n)).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue))
 			Eventually(crExists(ctx, n)).WithTimeout(scenarioTimeout).Should(BeFalse())
 		}
+	})
+})
+
+// crsOf lists the node's TestRemediation CRs (generated names with multiple-templates support).
+func crsOf(ctx context.Context, node string) func() []string {
+	return func() []string {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("test.medik8s.io/v1alpha1")
+		list.SetKind("TestRemediationList")
+		Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
+		var out []string
+		for _, cr := range list.Items {
+			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
+				out = append(out, cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation])
+			}
+		}
+		return out
+	}
+}
+
+var _ = Describe("Simulated nodes and escalation", func() {
+	It("2. escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
+		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-escalation"}})
+		nodes := simulatedNodes(ctx, "s2", 3)
+		var templates []string
+		for _, name := range []string{"e2e-soft-reboot", "e2e-hard-reboot"} {
+			t := testutil.TemplateObject(name, true)
+			t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+			Expect(k8s.Create(ctx, t)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, t))).To(Succeed()) })
+			templates = append(templates, name)
+		}
+		remediator.Fail(templates[0], true)
+		DeferCleanup(func() { remediator.Fail(templates[0], false) })
+		nhc := testutil.NewNHC("e2e-s2")
+		nhc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"e2e-group": "s2"}}
+		nhc.Spec.RemediationTemplate = nil
+		nhc.Spec.EscalatingRemediations = []remediationv1alpha1.EscalatingRemediation{
+			testutil.Step(templates[0], 1, 5*time.Minute), testutil.Step(templates[1], 2, 5*time.Minute),
+		}
+		for i := range nhc.Spec.UnhealthyConditions {
+			nhc.Spec.UnhealthyConditions[i].Duration.Duration = 5 * time.Second
+		}
+		Expect(k8s.Create(ctx, nhc)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, nhc))).To(Succeed()) })
+
+		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
+		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ContainElement(templates[0]))
+		// The first remediator reports Succeeded=False: the second step starts long before its 5m timeout.
+		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ConsistOf(templates[0], templates[1]))
+		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second remediator brings it back")
+		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(BeEmpty())
+		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+	})
+})
+
+// kubectl runs kubectl against the local cluster and returns its combined output.
+func kubectl(stdin string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kubectl"), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...) //nolint:gosec // test
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+var _ = Describe("Simulated nodes and admission", func() {
+	It("5. refuses an invalid NodeHealthCheck naming the field, and its deletion during a running remediation", func(ctx SpecContext) {
+		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-admission"}})
+		out, err := kubectl(`apiVersion: remediation.medik8s.io/v1alpha1
+kind: NodeHealthCheck
+metadata:
+  name: e2e-invalid
+spec:
+  selector: {}
+  minHealthy: 51%
+  maxUnhealthy: 2
+  remediationTemplate:
+    apiVersion: test.medik8s.io/v1alpha1
+    kind: TestRemediation
+    namespace: default
+    name: e2e-reboot
+`, "apply", "-f", "-")
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("spec.remediationTemplate.kind"), ContainSubstring("spec.maxUnhealthy")), "every problem, with its field")
+
+		nodes := simulatedNodes(ctx, "s5", 3)
+		template := newTemplate(ctx, "e2e-stuck")
+		remediator.Fail(template, true) // the remediation runs and never ends by itself
+		DeferCleanup(func() { remediator.Fail(template, false) })
+		nhc := groupNHC(ctx, "s5", template, 5*time.Second)
+		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[1], false)).To(Succeed())
+		Eventually(crExists(ctx, nodes[1])).WithTimeout(scenarioTimeout).Should(BeTrue())
+		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		out, err = kubectl("", "delete", "nhc", nhc.Name, "--wait=false")
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(nodes[1]), "the refusal names the node being remediated")
+
+		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[1], true)).To(Succeed())
+		Eventually(crExists(ctx, nodes[1])).WithTimeout(scenarioTimeout).Should(BeFalse())
+		Eventually(func() error { _, err := kubectl("", "delete", "nhc", nhc.Name); return err }).WithTimeout(scenarioTimeout).Should(Succeed())
+	})
+})
+
+var _ = Describe("Simulated nodes during an upgrade", func() {
+	It("4. holds a failing node while the ClusterVersion is progressing, and remediates it when the upgrade ends", func(ctx SpecContext) {
+		raw, err := os.ReadFile(testutil.Path("test", "crds", "openshift", "clusterversions.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		Expect(yaml.Unmarshal(raw, crd)).To(Succeed())
+		if err := k8s.Create(ctx, crd); !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		cv := &unstructured.Unstructured{}
+		cv.SetAPIVersion("config.openshift.io/v1")
+		cv.SetKind("ClusterVersion")
+		cv.SetName("version")
+		Eventually(func() error { return k8s.Create(ctx, cv) }).Should(Succeed()) // once the CRD is served
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, cv))).To(Succeed()) })
+		progressing := func(status string) {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(cv), cv)).To(Succeed())
+			Expect(unstructured.SetNestedSlice(cv.Object, []any{map[string]any{"type": "Progressing", "status": status,
+				"message": "Working towards 4.20.1", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")).To(Succeed())
+			Expect(k8s.Status().Update(ctx, cv)).To(Succeed())
+		}
+		progressing("True")
+
+		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-upgrade"}})
+		nodes := simulatedNodes(ctx, "s4", 3)
+		nhc := groupNHC(ctx, "s4", newTemplate(ctx, "e2e-upgrade"), 5*time.Second)
+		Eventually(func() string {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
+			return nhc.Status.Reason
+		}).
+			Should(ContainSubstring("Working towards 4.20.1"))
+		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[2], false)).To(Succeed())
+		Eventually(ready(ctx, nodes[2])).WithTimeout(unknownTimeout).Should(Equal(corev1.ConditionUnknown))
+		Consistently(crExists(ctx, nodes[2])).WithTimeout(10*time.Second).Should(BeFalse(), "no remediation during the upgrade")
+		Expect(phase(ctx, nhc)()).To(Equal(remediationv1alpha1.PhasePaused))
+
+		progressing("False")
+		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeTrue(), "remediated once the upgrade ends")
+		Eventually(ready(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue))
+		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeFalse())
 	})
 })
