@@ -103,8 +103,8 @@ build: ## Build the manager binary into bin/manager.
 	go build -o $(MANAGER) ./cmd/manager
 
 .PHONY: demo
-demo: $(CONTROLPLANE_DEP) build ## Start a local control plane, run the operator against it and show what it does.
-	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl
+demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
+	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl $(DEMO_ARGS)
 
 ##@ Tools
 

@@ -1,6 +1,8 @@
-// Command demo shows the operator at work on a local control plane: it starts etcd and
-// kube-apiserver, runs the real manager binary with its webhooks, applies valid and invalid
-// NodeHealthChecks with kubectl, and shuts everything down. Run it with `make demo`.
+// Command demo shows the operator at work on a local control plane: it starts etcd, kube-apiserver,
+// kube-controller-manager and kwok (simulated nodes with real heartbeats), runs the real manager
+// binary with its webhooks, applies valid and invalid NodeHealthChecks with kubectl, lets a worker
+// hang and shows the remediation, and shuts everything down (or, with -keep, keeps the cluster
+// running to explore). Run it with `make demo` (or `make demo DEMO_ARGS=-keep`).
 package main
 
 import (
@@ -10,9 +12,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
@@ -21,12 +28,16 @@ import (
 func main() {
 	manager := flag.String("manager", "bin/manager", "manager binary")
 	kubectl := flag.String("kubectl", "kubectl", "kubectl binary")
+	flag.BoolVar(&keep, "keep", false, "keep the cluster and the operator running at the end, until Ctrl-C, to explore with kubectl")
 	flag.Parse()
 	if err := run(*manager, *kubectl); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
+
+// keep keeps the cluster running at the end.
+var keep bool
 
 func step(format string, args ...any) {
 	fmt.Printf("\n\033[1m==> %s\033[0m\n", fmt.Sprintf(format, args...))
@@ -46,6 +57,22 @@ func run(managerBinary, kubectlBinary string) error {
 		}
 		fmt.Printf("Demo finished in %s.\n", time.Since(start).Round(time.Second))
 	}()
+
+	simPath := filepath.Join(testutil.RepoRoot(), "bin", "demo-simulation.log")
+	simLog, err := os.Create(simPath)
+	if err != nil {
+		return err
+	}
+	defer simLog.Close()
+	step("Starting simulated nodes: kwok (heartbeats) and kube-controller-manager (node lifecycle, %s grace period)", localcluster.NodeGracePeriod)
+	if err := cluster.StartNodeSimulation(simLog); err != nil {
+		return err
+	}
+	remediatorCtx, stopRemediator := context.WithCancel(context.Background())
+	defer stopRemediator()
+	go (&localcluster.Remediator{Client: mustClient(cluster), Namespace: "openshift-workload-availability",
+		APIVersion: "self-node-remediation.medik8s.io/v1alpha1", Kind: "SelfNodeRemediation", RebootDelay: 5 * time.Second,
+		Log: func(format string, args ...any) { fmt.Printf("    "+format, args...) }}).Run(remediatorCtx)
 
 	logPath := filepath.Join(testutil.RepoRoot(), "bin", "demo-manager.log")
 	logFile, err := os.Create(logPath)
@@ -129,77 +156,91 @@ func run(managerBinary, kubectlBinary string) error {
 	if _, err := k("explain", "nhc.spec.healthyDelay"); err != nil {
 		return err
 	}
-	return remediate(k, kq, demoDir)
+	if err := remediate(cluster, k, kq, demoDir); err != nil {
+		return err
+	}
+	if keep {
+		step("The cluster keeps running; press Ctrl-C to stop it")
+		fmt.Printf("    export KUBECONFIG=%s\n    kubectl get nhc,nodes\n    kubectl label node worker-3 %s-   # make another worker hang\n",
+			cluster.Kubeconfig, localcluster.KwokLabel)
+		stop := make(chan os.Signal, 1)
+		signal.Notify(stop, os.Interrupt)
+		<-stop
+	}
+	return nil
 }
 
-// remediate shows a node failing, its remediation CR appearing, and the CR going away when the node
-// recovers.
-func remediate(k, kq func(...string) (string, error), demoDir string) error {
-	step("Creating three simulated worker nodes, all Ready")
+// remediate shows a node that really fails: its heartbeats stop, the node lifecycle controller marks
+// it Unknown, the operator creates a remediation CR, the (test) remediator reboots the node, and the
+// operator removes the CR once the node is back.
+func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, error), demoDir string) error {
+	step("Creating five simulated worker nodes; kwok heartbeats them like kubelets")
 	if _, err := k("apply", "-f", filepath.Join(demoDir, "nodes.yaml")); err != nil {
 		return err
 	}
-	for _, n := range []string{"worker-1", "worker-2", "worker-3"} {
-		if err := setReady(kq, n, "True"); err != nil {
-			return err
-		}
+	if err := waitFor(kq, []string{"get", "nodes", "-l", "demo.medik8s.io/pool=workers", "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{end}`}, "TrueTrueTrueTrueTrue"); err != nil {
+		return err
+	}
+	if _, err := k("get", "nodes", "-l", "demo.medik8s.io/pool=workers"); err != nil {
+		return err
 	}
 	step("Applying a NodeHealthCheck for them: unhealthy after Ready is False or Unknown for 10s")
 	if _, err := k("apply", "-f", filepath.Join(demoDir, "demo-nhc.yaml")); err != nil {
 		return err
 	}
-	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/3"); err != nil {
+	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/5"); err != nil {
 		return err
 	}
 	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
 		return err
 	}
 
-	step("worker-2 stops reporting: Ready=Unknown")
-	if err := setReady(kq, "worker-2", "Unknown"); err != nil {
+	begin := time.Now()
+	at := func() string { return fmt.Sprintf("[+%2ds]", int(time.Since(begin).Seconds())) }
+	step("worker-2's machine hangs: its heartbeats stop (kubectl label node worker-2 type-)")
+	if _, err := k("label", "node", "worker-2", localcluster.KwokLabel+"-"); err != nil {
 		return err
 	}
-	fmt.Println("    Waiting for the 10s duration to pass ...")
+	fmt.Printf("    Waiting for the node lifecycle controller (grace period %s) ...\n", localcluster.NodeGracePeriod)
+	if err := waitFor(kq, []string{"get", "node", "worker-2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`}, "Unknown"); err != nil {
+		return err
+	}
+	step("%s worker-2 is Ready=Unknown", at())
+	if _, err := k("get", "nodes", "-l", "demo.medik8s.io/pool=workers"); err != nil {
+		return err
+	}
+	fmt.Println("    Waiting for the NodeHealthCheck's 10s duration ...")
 	if err := waitFor(kq, []string{"get", "selfnoderemediations", "-A", "-o", "name"}, "worker-2"); err != nil {
 		return err
 	}
-	step("The operator created a SelfNodeRemediation for worker-2 from the template")
+	step("%s The operator created a SelfNodeRemediation for worker-2 from the template", at())
 	if _, err := k("get", "selfnoderemediations", "-A", "-o", "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,STRATEGY:.spec.remediationStrategy,OWNER:.metadata.ownerReferences[0].name"); err != nil {
 		return err
 	}
-	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.unhealthyNodes[0].remediations[0].resource.kind}"}, "SelfNodeRemediation"); err != nil {
-		return err
-	}
 	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
 		return err
 	}
-
-	step("The remediator brings worker-2 back: Ready=True")
-	if err := setReady(kq, "worker-2", "True"); err != nil {
+	fmt.Println("    The (simulated) remediator reboots worker-2 ...")
+	if err := waitFor(kq, []string{"get", "node", "worker-2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`}, "True"); err != nil {
 		return err
 	}
+	step("%s worker-2 is back: Ready=True", at())
 	if err := waitFor(kq, []string{"get", "selfnoderemediations", "-A", "-o", "name"}, ""); err != nil {
 		return err
 	}
-	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/3"); err != nil {
+	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/5"); err != nil {
 		return err
 	}
-	step("The CR is gone and the NodeHealthCheck is back to Enabled")
+	step("%s The operator removed the SelfNodeRemediation; the NodeHealthCheck is Enabled again", at())
 	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
+		return err
+	}
+	if _, err := k("get", "nodes", "-l", "demo.medik8s.io/pool=workers"); err != nil {
 		return err
 	}
 	step("What happened, as events")
 	_, err := k("get", "events", "-A", "--field-selector", "involvedObject.name=nhc-demo-workers", "--sort-by=.metadata.creationTimestamp",
 		"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
-	return err
-}
-
-// setReady sets a node's Ready condition, changed now, as a kubelet or the node lifecycle controller
-// would.
-func setReady(kq func(...string) (string, error), node, status string) error {
-	now := time.Now().UTC().Format(time.RFC3339)
-	patch := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":%q,"reason":"Demo","message":"set by the demo","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`, status, now, now)
-	_, err := kq("patch", "node", node, "--subresource=status", "--type=merge", "-p", patch)
 	return err
 }
 
@@ -224,4 +265,17 @@ func indent(s string) string {
 		return ""
 	}
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ") + "\n"
+}
+
+// mustClient returns a client for the cluster (the demo's remediator acts through it).
+func mustClient(c *localcluster.Cluster) client.Client {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		panic(err)
+	}
+	k, err := client.New(c.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		panic(err)
+	}
+	return k
 }

@@ -13,15 +13,17 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
-// Remediator is a test remediator for the TestRemediation kind: for each new CR it "reboots" the
-// node (its heartbeats stop, and resume after RebootDelay) and then reports Succeeded=True. CRs
+// Remediator is a test remediator for one remediation kind (TestRemediation unless set): for each
+// new CR it "reboots" the node (its heartbeats stop, and resume after RebootDelay) and then reports Succeeded=True. CRs
 // created from a template marked with Fail report Succeeded=False at once instead, so that
 // escalation moves on.
 type Remediator struct {
 	// Client acts as the remediator.
 	Client client.Client
-	// Namespace holds the TestRemediation CRs.
+	// Namespace holds the CRs.
 	Namespace string
+	// APIVersion and Kind are the CRs' kind; empty: test.medik8s.io/v1alpha1 TestRemediation.
+	APIVersion, Kind string
 	// RebootDelay is how long a "reboot" takes.
 	RebootDelay time.Duration
 	// Log receives what the remediator does (for example GinkgoWriter.Printf); may be nil.
@@ -51,8 +53,12 @@ func (r *Remediator) Run(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion("test.medik8s.io/v1alpha1")
-		list.SetKind("TestRemediationList")
+		apiVersion, kind := r.APIVersion, r.Kind
+		if kind == "" {
+			apiVersion, kind = "test.medik8s.io/v1alpha1", "TestRemediation"
+		}
+		list.SetAPIVersion(apiVersion)
+		list.SetKind(kind + "List")
 		if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace)); err != nil {
 			continue
 		}
