@@ -43,13 +43,15 @@ type options struct {
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionID string
-	leaderElectionNS string
-	webhookPort      int
-	webhookCertDir   string
-	enableWebhooks   bool
-	enableHTTP2      bool
-	leaseNamespace   string
-	upgrade          controller.UpgradeOptions
+	// leaseDuration, renewDeadline and retryPeriod tune leader election.
+	leaseDuration, renewDeadline, retryPeriod time.Duration
+	leaderElectionNS                          string
+	webhookPort                               int
+	webhookCertDir                            string
+	enableWebhooks                            bool
+	enableHTTP2                               bool
+	leaseNamespace                            string
+	upgrade                                   controller.UpgradeOptions
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
@@ -65,6 +67,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Address the health (/healthz) and readiness (/readyz) probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true,
 		"Elect a leader so that only one replica acts at a time. Disable only when a single replica runs.")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", 15*time.Second,
+		"How long a standby waits, after the leader's last renewal, before it takes over (a crashed leader is replaced within about this plus two retry periods).")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", 10*time.Second,
+		"How long the leader keeps retrying to renew before it gives up leadership (and exits); shorter than the lease duration.")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second,
+		"How often leader election acts: the leader renews and standbys try to acquire.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "node-healthcheck.remediation.medik8s.io",
 		"Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
@@ -123,6 +131,10 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 			return nil, fmt.Errorf("--webhook-configurations %q: want <mutating>,<validating>", webhookConfigs)
 		}
 		o.selfManagedCerts = &webhookcert.Options{Secret: secret, Service: service, Mutating: mutating, Validating: validating}
+	}
+	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
+		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
+			o.retryPeriod, o.renewDeadline, o.leaseDuration)
 	}
 	if o.upgrade.MaxPause < 0 {
 		return nil, fmt.Errorf("--upgrade-max-pause %s: must not be negative", o.upgrade.MaxPause)
@@ -184,6 +196,9 @@ func run(o *options) error {
 		HealthProbeBindAddress:        o.probeAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after, so handing over early is safe
 		GracefulShutdownTimeout:       ptr(gracefulShutdownTimeout),

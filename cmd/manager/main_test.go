@@ -24,6 +24,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"enable-webhooks", "metrics-secure", "enable-http2", "lease-namespace",
 		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
+		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -102,5 +103,18 @@ func TestSelfManagedCertificateFlags(t *testing.T) {
 		if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), bad); err == nil {
 			t.Errorf("%v accepted", bad)
 		}
+	}
+}
+
+func TestLeaderElectionTimings(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaseDuration != 15*time.Second || o.renewDeadline != 10*time.Second || o.retryPeriod != 2*time.Second {
+		t.Errorf("defaults %s/%s/%s, want controller-runtime's 15s/10s/2s", o.leaseDuration, o.renewDeadline, o.retryPeriod)
+	}
+	if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--leader-election-lease-duration=10s", "--leader-election-renew-deadline=10s"}); err == nil {
+		t.Error("a renew deadline as long as the lease was accepted")
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -315,5 +316,94 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeTrue(), "remediated once the upgrade ends")
 		Eventually(ready(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue))
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeFalse())
+	})
+})
+
+// crDetails lists the node's TestRemediation CRs: template name -> the CR.
+func crDetails(ctx context.Context, node string) map[string]unstructured.Unstructured {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("test.medik8s.io/v1alpha1")
+	list.SetKind("TestRemediationList")
+	Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
+	out := map[string]unstructured.Unstructured{}
+	for _, cr := range list.Items {
+		if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
+			template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+			Expect(out).NotTo(HaveKey(template), "a duplicate CR for node %s and template %s", node, template)
+			out[template] = cr
+		}
+	}
+	return out
+}
+
+var _ = Describe("Simulated nodes and failover", func() {
+	It("6. a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
+		const id = "e2e-failover"
+		holder := func() string {
+			lease := &coordinationv1.Lease{}
+			if err := k8s.Get(ctx, clientKey(leaseNamespace, id), lease); err != nil || lease.Spec.HolderIdentity == nil {
+				return ""
+			}
+			return *lease.Spec.HolderIdentity
+		}
+		// A shorter lease than the default 15s, so that a crashed leader is replaced well within 20s.
+		election := []string{"--leader-election-id=" + id, "--leader-election-lease-duration=10s", "--leader-election-renew-deadline=7s"}
+		leader := startManager(localcluster.ManagerOptions{Args: election})
+		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		first := holder()
+		port, err := localcluster.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		startManager(localcluster.ManagerOptions{WebhookPort: port, Args: election})
+
+		nodes := simulatedNodes(ctx, "s6", 3)
+		var templates []string
+		for _, name := range []string{"e2e-slow-reboot", "e2e-fast-reboot"} {
+			t := testutil.TemplateObject(name, true)
+			t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+			Expect(k8s.Create(ctx, t)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, t))).To(Succeed()) })
+			templates = append(templates, name)
+		}
+		remediator.Hold(templates[0], true) // the first step never ends by itself: it times out
+		DeferCleanup(func() { remediator.Hold(templates[0], false) })
+		const stepTimeout = time.Minute // the shortest the API allows
+		nhc := testutil.NewNHC("e2e-s6")
+		nhc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"e2e-group": "s6"}}
+		nhc.Spec.RemediationTemplate = nil
+		nhc.Spec.EscalatingRemediations = []remediationv1alpha1.EscalatingRemediation{
+			testutil.Step(templates[0], 1, stepTimeout), testutil.Step(templates[1], 2, 5*time.Minute),
+		}
+		for i := range nhc.Spec.UnhealthyConditions {
+			nhc.Spec.UnhealthyConditions[i].Duration.Duration = 5 * time.Second
+		}
+		Expect(k8s.Create(ctx, nhc)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, nhc))).To(Succeed()) })
+
+		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
+		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(scenarioTimeout).Should(HaveKey(templates[0]))
+		firstCR := crDetails(ctx, nodes[0])[templates[0]]
+		stepStarted := firstCR.GetCreationTimestamp().Time
+
+		Expect(leader.Cmd.Process.Kill()).To(Succeed()) // kill -9: no lease release
+		killed := time.Now()
+		Eventually(holder).WithTimeout(20*time.Second).Should(And(Not(BeEmpty()), Not(Equal(first))), "the standby takes over")
+		AddReportEntry("failover", fmt.Sprintf("the standby led %s after kill -9", time.Since(killed).Round(time.Second)))
+		// The killed replica restarts, as its pod would, and serves the webhook port again.
+		startManager(localcluster.ManagerOptions{Args: election})
+
+		// The new leader keeps the step's deadline: the second step starts when the first times out,
+		// counted from the first CR's creation, not from the failover.
+		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(2 * stepTimeout).Should(HaveKey(templates[1]))
+		escalated := crDetails(ctx, nodes[0])
+		second := escalated[templates[1]]
+		secondStarted := second.GetCreationTimestamp().Time
+		Expect(secondStarted.Sub(stepStarted)).To(BeNumerically("~", stepTimeout, 6*time.Second), "the escalation clock was not reset by the failover")
+		kept := escalated[templates[0]]
+		Expect(kept.GetUID()).To(Equal(firstCR.GetUID()), "the first CR was kept, not recreated")
+		Expect(kept.GetAnnotations()).To(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
+
+		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second step's remediator brings it back")
+		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(scenarioTimeout).Should(BeEmpty())
+		Expect(k8s.Delete(ctx, nhc)).To(Succeed()) // while a webhook server still runs
 	})
 })

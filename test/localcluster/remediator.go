@@ -31,7 +31,19 @@ type Remediator struct {
 
 	mu      sync.Mutex
 	failing map[string]bool
+	holding map[string]bool
 	seen    map[types.UID]bool
+}
+
+// Hold makes the remediator ignore CRs of the template (true), as a remediator that is slow or
+// stuck, until released (false).
+func (r *Remediator) Hold(template string, hold bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.holding == nil {
+		r.holding = map[string]bool{}
+	}
+	r.holding[template] = hold
 }
 
 // Fail makes CRs of the template fail (true) or work (false).
@@ -68,9 +80,14 @@ func (r *Remediator) Run(ctx context.Context) {
 			if r.seen == nil {
 				r.seen = map[types.UID]bool{}
 			}
+			template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+			if r.holding[template] {
+				r.mu.Unlock()
+				continue
+			}
 			seen := r.seen[cr.GetUID()]
 			r.seen[cr.GetUID()] = true
-			fail := r.failing[cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]]
+			fail := r.failing[template]
 			r.mu.Unlock()
 			if seen || !cr.GetDeletionTimestamp().IsZero() {
 				continue
