@@ -43,15 +43,16 @@ type options struct {
 	probeAddr        string
 	leaderElect      bool
 	leaderElectionID string
+	leaderElectionNS string
+	webhookPort      int
+	webhookCertDir   string
+	enableWebhooks   bool
+	enableHTTP2      bool
+	leaseNamespace   string
 	// leaseDuration, renewDeadline and retryPeriod tune leader election.
 	leaseDuration, renewDeadline, retryPeriod time.Duration
-	leaderElectionNS                          string
-	webhookPort                               int
-	webhookCertDir                            string
-	enableWebhooks                            bool
-	enableHTTP2                               bool
-	leaseNamespace                            string
-	upgrade                                   controller.UpgradeOptions
+
+	upgrade controller.UpgradeOptions
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
