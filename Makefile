@@ -88,6 +88,10 @@ test: $(CONTROLPLANE_DEP) kwok vet ## Run all tests on a real control plane (env
 	go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
+.PHONY: test-e2e
+test-e2e: $(CONTROLPLANE_DEP) kwok ## Run only the end-to-end suite (real manager binary, kwok nodes), verbosely.
+	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+
 .PHONY: fuzz
 fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 	@for t in $(FUZZ_TARGETS); do \
