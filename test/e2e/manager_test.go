@@ -10,7 +10,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -138,13 +137,7 @@ var _ = Describe("The manager binary", func() {
 
 	It("with two replicas, lets one lead, hands over when the leader stops, and exits cleanly on SIGTERM", func(ctx SpecContext) {
 		const id = "e2e-leader"
-		holder := func() string {
-			lease := &coordinationv1.Lease{}
-			if err := k8s.Get(ctx, clientKey(leaseNamespace, id), lease); err != nil || lease.Spec.HolderIdentity == nil {
-				return ""
-			}
-			return *lease.Spec.HolderIdentity
-		}
+		holder := leaseHolder(ctx, id)
 
 		first := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=" + id}})
 		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())

@@ -11,7 +11,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -177,6 +176,18 @@ var _ = Describe("Simulated nodes that really fail", func() {
 	})
 })
 
+// multiTemplates creates TestRemediationTemplates whose remediator handles several CRs per node, so
+// that they can be escalation steps.
+func multiTemplates(ctx context.Context, names ...string) []string {
+	for _, name := range names {
+		t := testutil.TemplateObject(name, true)
+		t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+		Expect(k8s.Create(ctx, t)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, t))).To(Succeed()) })
+	}
+	return names
+}
+
 // crsOf lists the node's TestRemediation CRs (generated names with multiple-templates support).
 func crsOf(ctx context.Context, node string) func() []string {
 	return func() []string {
@@ -198,14 +209,7 @@ var _ = Describe("Simulated nodes and escalation", func() {
 	It("2. escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-escalation"}})
 		nodes := simulatedNodes(ctx, "s2", 3)
-		var templates []string
-		for _, name := range []string{"e2e-soft-reboot", "e2e-hard-reboot"} {
-			t := testutil.TemplateObject(name, true)
-			t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-			Expect(k8s.Create(ctx, t)).To(Succeed())
-			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, t))).To(Succeed()) })
-			templates = append(templates, name)
-		}
+		templates := multiTemplates(ctx, "e2e-soft-reboot", "e2e-hard-reboot")
 		remediator.Fail(templates[0], true)
 		DeferCleanup(func() { remediator.Fail(templates[0], false) })
 		nhc := testutil.NewNHC("e2e-s2")
@@ -339,13 +343,7 @@ func crDetails(ctx context.Context, node string) map[string]unstructured.Unstruc
 var _ = Describe("Simulated nodes and failover", func() {
 	It("6. a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
 		const id = "e2e-failover"
-		holder := func() string {
-			lease := &coordinationv1.Lease{}
-			if err := k8s.Get(ctx, clientKey(leaseNamespace, id), lease); err != nil || lease.Spec.HolderIdentity == nil {
-				return ""
-			}
-			return *lease.Spec.HolderIdentity
-		}
+		holder := leaseHolder(ctx, id)
 		// A shorter lease than the default 15s, so that a crashed leader is replaced well within 20s.
 		election := []string{"--leader-election-id=" + id, "--leader-election-lease-duration=10s", "--leader-election-renew-deadline=7s"}
 		leader := startManager(localcluster.ManagerOptions{Args: election})
@@ -356,14 +354,7 @@ var _ = Describe("Simulated nodes and failover", func() {
 		startManager(localcluster.ManagerOptions{WebhookPort: port, Args: election})
 
 		nodes := simulatedNodes(ctx, "s6", 3)
-		var templates []string
-		for _, name := range []string{"e2e-slow-reboot", "e2e-fast-reboot"} {
-			t := testutil.TemplateObject(name, true)
-			t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-			Expect(k8s.Create(ctx, t)).To(Succeed())
-			DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, t))).To(Succeed()) })
-			templates = append(templates, name)
-		}
+		templates := multiTemplates(ctx, "e2e-slow-reboot", "e2e-fast-reboot")
 		remediator.Hold(templates[0], true) // the first step never ends by itself: it times out
 		DeferCleanup(func() { remediator.Hold(templates[0], false) })
 		const stepTimeout = time.Minute // the shortest the API allows
