@@ -178,10 +178,13 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		machineHealthCheck(ctx, map[string]any{"type": "Terminating", "status": "True", "timeout": "0s"})
 		n, nodes := workers(ctx, 5)
 		spot, plain := nodes[3], nodes[4]
-		sicken(ctx, spot)
+		// Unhealthy and terminating in one update, as the node would be seen: never one without the other.
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(spot), spot)).To(Succeed())
-		spot.Status.Conditions = append(spot.Status.Conditions, corev1.NodeCondition{Type: "Terminating", Status: corev1.ConditionTrue,
-			LastTransitionTime: metav1.NewTime(e.Clock.Now()), Reason: "SpotInstanceTermination"})
+		hourAgo := metav1.NewTime(e.Clock.Now().Add(-time.Hour))
+		spot.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: hourAgo, LastHeartbeatTime: hourAgo, Reason: "Test"},
+			{Type: "Terminating", Status: corev1.ConditionTrue, LastTransitionTime: hourAgo, Reason: "SpotInstanceTermination"},
+		}
 		Expect(e.K8s.Status().Update(ctx, spot)).To(Succeed())
 		sicken(ctx, plain)
 
