@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +23,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 
 // cluster is a real control plane for installing the chart: the test remediators' CRDs and the real
@@ -78,12 +78,8 @@ func startCluster(t *testing.T) *cluster {
 // helm CLI does.
 func (c *cluster) helm(t *testing.T) *action.Configuration {
 	t.Helper()
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig = &c.kubeconfig
-	ns := namespace
-	flags.Namespace = &ns
-	cfg := &action.Configuration{}
-	if err := cfg.Init(flags, namespace, "secret", func(format string, v ...any) { t.Logf("helm: "+format, v...) }); err != nil {
+	cfg, err := localcluster.Helm(c.kubeconfig, namespace, func(format string, v ...any) { t.Logf("helm: "+format, v...) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg

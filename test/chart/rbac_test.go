@@ -13,15 +13,10 @@ import (
 	"github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/releaseutil"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -66,25 +61,11 @@ func (c *cluster) startAggregation(t *testing.T) {
 }
 
 // serviceAccountKubeconfig writes a kubeconfig that authenticates as the chart's ServiceAccount with
-// a bound token from the TokenRequest API, as a pod would.
+// a bound token, as a pod would.
 func (c *cluster) serviceAccountKubeconfig(t *testing.T, sa string) string {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(c.env.Config)
+	path, err := localcluster.ServiceAccountKubeconfig(c.env.Config, t.TempDir(), namespace, sa)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("requesting a token for %s: %v", sa, err)
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["envtest"] = &clientcmdapi.Cluster{Server: c.env.Config.Host, CertificateAuthorityData: c.env.Config.CAData}
-	cfg.AuthInfos[sa] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
-	cfg.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: sa}
-	cfg.CurrentContext = "sa"
-	path := filepath.Join(t.TempDir(), "sa-kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -19,10 +19,15 @@ import (
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 
-const leaseNamespace = "default"
+const leaseNamespace = localcluster.ChartNamespace
 
+// startManager runs the manager binary as the chart's ServiceAccount, with its leader Lease in the
+// chart's namespace.
 func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
 	o.Binary = managerBinary
+	if o.Kubeconfig == "" {
+		o.Kubeconfig, o.LeaderElectionNamespace = saKubeconfig, localcluster.ChartNamespace
+	}
 	o.Output = GinkgoWriter
 	m, err := cluster.StartManager(o)
 	Expect(err).NotTo(HaveOccurred())

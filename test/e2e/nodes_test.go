@@ -65,8 +65,14 @@ func groupNHC(ctx context.Context, group, template string, duration time.Duratio
 		nhc.Spec.UnhealthyConditions[i].Duration.Duration = duration
 	}
 	Expect(k8s.Create(ctx, nhc)).To(Succeed())
-	DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, nhc))).To(Succeed()) })
+	DeferCleanup(deleteNHC, nhc)
 	return nhc
+}
+
+// deleteNHC deletes the NodeHealthCheck once the webhook allows it: right after a recovery the status
+// may still list the node for a moment, and deletion is refused while it does.
+func deleteNHC(ctx SpecContext, nhc *remediationv1alpha1.NodeHealthCheck) {
+	Eventually(func() error { return client.IgnoreNotFound(k8s.Delete(ctx, nhc)) }).WithTimeout(30 * time.Second).Should(Succeed())
 }
 
 func newTemplate(ctx context.Context, name string) string {
@@ -222,7 +228,7 @@ var _ = Describe("Simulated nodes and escalation", func() {
 			nhc.Spec.UnhealthyConditions[i].Duration.Duration = 5 * time.Second
 		}
 		Expect(k8s.Create(ctx, nhc)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, nhc))).To(Succeed()) })
+		DeferCleanup(deleteNHC, nhc)
 
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
 		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ContainElement(templates[0]))
@@ -368,7 +374,7 @@ var _ = Describe("Simulated nodes and failover", func() {
 			nhc.Spec.UnhealthyConditions[i].Duration.Duration = 5 * time.Second
 		}
 		Expect(k8s.Create(ctx, nhc)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(k8s.Delete(ctx, nhc))).To(Succeed()) })
+		DeferCleanup(deleteNHC, nhc)
 
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
 		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(scenarioTimeout).Should(HaveKey(templates[0]))
@@ -395,6 +401,6 @@ var _ = Describe("Simulated nodes and failover", func() {
 
 		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second step's remediator brings it back")
 		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(scenarioTimeout).Should(BeEmpty())
-		Expect(k8s.Delete(ctx, nhc)).To(Succeed()) // while a webhook server still runs
+		deleteNHC(ctx, nhc) // while a webhook server still runs
 	})
 })

@@ -11,7 +11,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,6 +31,8 @@ var (
 	scheme  = runtime.NewScheme()
 	// managerBinary is the manager under test: $MANAGER_BINARY, or built from cmd/manager.
 	managerBinary string
+	// saKubeconfig authenticates as the chart's ServiceAccount.
+	saKubeconfig string
 	// remediator reboots the simulated nodes of TestRemediation CRs.
 	remediator     *localcluster.Remediator
 	stopRemediator context.CancelFunc
@@ -65,6 +69,26 @@ var _ = BeforeSuite(func() {
 	simulationLog, err := os.Create(filepath.Join(cluster.Dir, "simulation.log"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cluster.StartNodeSimulation(simulationLog)).To(Succeed())
+	// The operator runs as the chart's ServiceAccount with exactly the chart's RBAC (the CRD and the
+	// webhook configurations are the local cluster's: the same CRD, webhooks served locally), and
+	// the test remediator grants its permissions through aggregation, as remediators do.
+	saKubeconfig, err = cluster.InstallChart(map[string]any{
+		"crds": map[string]any{"enabled": false}, "webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(k8s.Create(context.Background(), &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		},
+	})).To(Succeed())
+	Eventually(func() int {
+		agg := &rbacv1.ClusterRole{}
+		Expect(k8s.Get(context.Background(), client.ObjectKey{Name: "nhc-node-healthcheck-ext-remediation"}, agg)).To(Succeed())
+		return len(agg.Rules)
+	}).WithTimeout(30 * time.Second).Should(Equal(2))
+
 	remediator = &localcluster.Remediator{Client: k8s, Namespace: testutil.TemplateNamespace, RebootDelay: 3 * time.Second, Log: GinkgoWriter.Printf}
 	var ctx context.Context
 	ctx, stopRemediator = context.WithCancel(context.Background())

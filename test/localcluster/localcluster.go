@@ -96,6 +96,10 @@ type ManagerOptions struct {
 	// WebhookPort overrides the port the webhook configurations point at; another free port is
 	// needed for a second replica.
 	WebhookPort int
+	// Kubeconfig is the manager's identity; empty: the admin kubeconfig.
+	Kubeconfig string
+	// LeaderElectionNamespace holds the leader Lease; empty: default.
+	LeaderElectionNamespace string
 	// Args are extra flags.
 	Args []string
 	// Output receives the process's stdout and stderr.
@@ -118,9 +122,16 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 	if o.WebhookPort != 0 {
 		port = o.WebhookPort
 	}
+	kubeconfig, leaseNS := c.Kubeconfig, "default"
+	if o.Kubeconfig != "" {
+		kubeconfig = o.Kubeconfig
+	}
+	if o.LeaderElectionNamespace != "" {
+		leaseNS = o.LeaderElectionNamespace
+	}
 	args := append([]string{
-		"--kubeconfig=" + c.Kubeconfig,
-		"--leader-election-namespace=default",
+		"--kubeconfig=" + kubeconfig,
+		"--leader-election-namespace=" + leaseNS,
 		"--webhook-port=" + strconv.Itoa(port),
 		"--webhook-cert-dir=" + wio.LocalServingCertDir,
 		"--health-probe-bind-address=" + probe,
