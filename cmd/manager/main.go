@@ -104,6 +104,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"<namespace>/<name> of the webhook Service: the self-managed certificate is valid for <name>.<namespace>.svc.")
 	fs.StringVar(&webhookConfigs, "webhook-configurations", "",
 		"<mutating>,<validating>: names of the webhook configurations into which the self-managed CA is written.")
+	var certValidity, caValidity time.Duration
+	fs.DurationVar(&certValidity, "webhook-cert-validity", webhookcert.DefaultCertValidity,
+		"Lifetime of the self-managed serving certificate (with --webhook-cert-secret); it is renewed when a quarter of it is left.")
+	fs.DurationVar(&caValidity, "webhook-ca-validity", webhookcert.DefaultCAValidity,
+		"Lifetime of the self-managed CA; renewed, like the certificate, when a quarter of the certificate's lifetime is left. The previous CA stays trusted until it expires, so renewals never interrupt admission.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -131,7 +136,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		if !ok || mutating == "" || validating == "" || strings.Contains(validating, ",") {
 			return nil, fmt.Errorf("--webhook-configurations %q: want <mutating>,<validating>", webhookConfigs)
 		}
-		o.selfManagedCerts = &webhookcert.Options{Secret: secret, Service: service, Mutating: mutating, Validating: validating}
+		o.selfManagedCerts = &webhookcert.Options{Secret: secret, Service: service, Mutating: mutating, Validating: validating,
+			CertValidity: certValidity, CAValidity: caValidity}
+		if err := o.selfManagedCerts.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
 		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",

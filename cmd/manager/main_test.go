@@ -25,6 +25,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
+		"webhook-cert-validity", "webhook-ca-validity",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -86,7 +87,7 @@ func TestSelfManagedCertificateFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := webhookcert.Options{Secret: types.NamespacedName{Namespace: "nhc", Name: "webhook-cert"}, Service: types.NamespacedName{Namespace: "nhc", Name: "webhook"},
-		Mutating: "nhc-mutating", Validating: "nhc-validating"}
+		Mutating: "nhc-mutating", Validating: "nhc-validating", CertValidity: webhookcert.DefaultCertValidity, CAValidity: webhookcert.DefaultCAValidity}
 	if o.selfManagedCerts == nil || *o.selfManagedCerts != want {
 		t.Errorf("got %+v, want %+v", o.selfManagedCerts, want)
 	}
@@ -99,6 +100,8 @@ func TestSelfManagedCertificateFlags(t *testing.T) {
 		{"--webhook-cert-secret=nhc/cert", "--webhook-service=svc", "--webhook-configurations=a,b"},
 		{"--webhook-cert-secret=nhc/cert", "--webhook-service=nhc/svc", "--webhook-configurations=a"},
 		{"--webhook-cert-secret=cert", "--webhook-service=nhc/svc", "--webhook-configurations=a,b"},
+		{"--webhook-cert-secret=nhc/cert", "--webhook-service=nhc/svc", "--webhook-configurations=a,b", "--webhook-cert-validity=30s"},
+		{"--webhook-cert-secret=nhc/cert", "--webhook-service=nhc/svc", "--webhook-configurations=a,b", "--webhook-cert-validity=2h", "--webhook-ca-validity=1h"},
 	} {
 		if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), bad); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -8,12 +8,16 @@ package webhookcert
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
 
@@ -27,22 +31,62 @@ type Options struct {
 	Mutating, Validating string
 	// CertDir is where the Secret is mounted.
 	CertDir string
+	// CertValidity and CAValidity are the lifetimes of the serving certificate and of the CA;
+	// zero: DefaultCertValidity and DefaultCAValidity.
+	CertValidity, CAValidity time.Duration
 }
 
-// Certificate lifetimes: the CA for ten years, the serving certificate for one, renewed 90 days
-// before it expires (the rotator checks every 12 hours).
+// Certificate lifetimes: the CA for ten years, the serving certificate for one. Both are renewed
+// when a quarter of the certificate's lifetime is left (about 90 days).
 const (
-	caValidity     = 10 * 365 * 24 * time.Hour
-	certValidity   = 365 * 24 * time.Hour
-	renewLookahead = 90 * 24 * time.Hour
+	DefaultCAValidity   = 10 * 365 * 24 * time.Hour
+	DefaultCertValidity = 365 * 24 * time.Hour
+	// MinCertValidity is the shortest certificate lifetime allowed: renewal must leave the kubelet
+	// time to update the mounted Secret before the previous certificate expires.
+	MinCertValidity = time.Minute
+	// maxCheckInterval is how often, at most, the rotator checks whether renewal is due.
+	maxCheckInterval = 12 * time.Hour
 )
+
+// Validate checks the lifetimes.
+func (o Options) Validate() error {
+	cert, ca := o.lifetimes()
+	if cert < MinCertValidity {
+		return fmt.Errorf("--webhook-cert-validity %s: must be at least %s", cert, MinCertValidity)
+	}
+	if ca < cert {
+		return fmt.Errorf("--webhook-ca-validity %s: must be at least --webhook-cert-validity (%s)", ca, cert)
+	}
+	return nil
+}
+
+func (o Options) lifetimes() (cert, ca time.Duration) {
+	cert, ca = o.CertValidity, o.CAValidity
+	if cert == 0 {
+		cert = DefaultCertValidity
+	}
+	if ca == 0 {
+		ca = DefaultCAValidity
+	}
+	return cert, ca
+}
 
 // AddRotator adds the certificate rotator to the manager. It runs on every replica (each one serves
 // webhooks and waits for its own mounted certificate); concurrent updates of the Secret are
 // resolved by conflicts. ready is closed once the certificate is mounted.
+//
+// A renewed CA is written first in the Secret's ca.crt, followed by the earlier CAs that have not
+// expired, and the whole bundle goes into the webhook configurations: the API server keeps trusting
+// the certificate the webhook server still serves until the kubelet has mounted the new one, so a
+// CA renewal never interrupts admission (a serving certificate renewal keeps the CA anyway).
 func AddRotator(mgr ctrl.Manager, o Options, ready chan struct{}) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	cert, ca := o.lifetimes()
 	dns := fmt.Sprintf("%s.%s.svc", o.Service.Name, o.Service.Namespace)
-	return rotator.AddRotator(mgr, &rotator.CertRotator{
+	writer := &bundlingClient{Client: mgr.GetClient(), reader: mgr.GetAPIReader(), secret: o.Secret, now: time.Now}
+	return rotator.AddRotator(managerWithClient{Manager: mgr, client: writer}, &rotator.CertRotator{
 		SecretKey:      o.Secret,
 		CertDir:        o.CertDir,
 		CAName:         "node-healthcheck-webhook-ca",
@@ -54,12 +98,71 @@ func AddRotator(mgr ctrl.Manager, o Options, ready chan struct{}) error {
 			{Name: o.Mutating, Type: rotator.Mutating},
 			{Name: o.Validating, Type: rotator.Validating},
 		},
-		FieldOwner:         "node-healthcheck",
-		CaCertDuration:     caValidity,
-		ServerCertDuration: certValidity,
-		LookaheadInterval:  renewLookahead,
-		ControllerName:     "webhook-cert-rotator",
+		FieldOwner:             "node-healthcheck",
+		CaCertDuration:         ca,
+		ServerCertDuration:     cert,
+		LookaheadInterval:      cert / 4,
+		RotationCheckFrequency: min(maxCheckInterval, cert/16),
+		ControllerName:         "webhook-cert-rotator",
 	})
+}
+
+// managerWithClient hands the rotator a client of our choice: the rotator writes through
+// GetClient().
+type managerWithClient struct {
+	ctrl.Manager
+	client client.Client
+}
+
+func (m managerWithClient) GetClient() client.Client { return m.client }
+
+// bundlingClient keeps the CAs that have not expired in the certificate Secret's ca.crt when the
+// rotator writes a new one.
+type bundlingClient struct {
+	client.Client
+	reader client.Reader
+	secret types.NamespacedName
+	now    func() time.Time
+}
+
+func (c *bundlingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if s, ok := obj.(*corev1.Secret); ok && client.ObjectKeyFromObject(s) == c.secret && s.Data != nil {
+		current := &corev1.Secret{}
+		if err := c.reader.Get(ctx, c.secret, current); err != nil {
+			return fmt.Errorf("reading the certificate Secret before renewing: %w", err)
+		}
+		s.Data[caCertKey] = Bundle(s.Data[caCertKey], current.Data[caCertKey], c.now())
+	}
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+const caCertKey = "ca.crt"
+
+// Bundle returns the CA bundle to write: the certificates of next (the first one signs the serving
+// certificate), then those of previous, without duplicates and without the ones that expired
+// before now. Blocks that are not certificates are dropped.
+func Bundle(next, previous []byte, now time.Time) []byte {
+	var out []byte
+	seen := map[string]bool{}
+	for _, data := range [][]byte{next, previous} {
+		for {
+			var block *pem.Block
+			block, data = pem.Decode(data)
+			if block == nil {
+				break
+			}
+			if block.Type != "CERTIFICATE" || seen[string(block.Bytes)] {
+				continue
+			}
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil || now.After(cert.NotAfter) {
+				continue
+			}
+			seen[string(block.Bytes)] = true
+			out = append(out, pem.EncodeToMemory(block)...)
+		}
+	}
+	return out
 }
 
 // Delayed returns a webhook server that starts serving once ready is closed: before that its
