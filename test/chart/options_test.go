@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -108,7 +109,8 @@ func TestOptionSets(t *testing.T) {
 		}
 		d := toYAML(t, r.get("Deployment", "nhc-node-healthcheck"))
 		for _, want := range []string{"--webhook-cert-secret=node-healthcheck/nhc-node-healthcheck-webhook-cert", "--webhook-service=node-healthcheck/nhc-node-healthcheck-webhook",
-			"--webhook-configurations=nhc-node-healthcheck-mutating,nhc-node-healthcheck-validating", "secretName: nhc-node-healthcheck-webhook-cert"} {
+			"--webhook-configurations=nhc-node-healthcheck-mutating,nhc-node-healthcheck-validating", "secretName: nhc-node-healthcheck-webhook-cert",
+			"--webhook-cert-validity=8760h", "--webhook-ca-validity=87600h"} {
 			if !strings.Contains(d, want) {
 				t.Errorf("deployment lacks %q", want)
 			}
@@ -119,6 +121,54 @@ func TestOptionSets(t *testing.T) {
 		}
 		if strings.Contains(toYAML(t, mustRender(t, nil).get("Role", "nhc-node-healthcheck-leader-election")), "secrets") {
 			t.Error("with cert-manager the operator needs no access to Secrets")
+		}
+	})
+	t.Run("self-managed certificate lifetimes", func(t *testing.T) {
+		args := deploymentArgs(t, mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false},
+			"selfManagedCertificate": map[string]any{"validity": "720h", "caValidity": "8760h"}}))
+		for _, a := range []string{"--webhook-cert-validity=720h", "--webhook-ca-validity=8760h"} {
+			if !slices.Contains(args, a) {
+				t.Errorf("args %v lack %s", args, a)
+			}
+		}
+		for name, values := range map[string]map[string]any{
+			"cert-manager": nil,
+			"webhooks off": {"certManager": map[string]any{"enabled": false}, "webhooks": map[string]any{"enabled": false}},
+		} {
+			for _, a := range deploymentArgs(t, mustRender(t, values)) {
+				if strings.HasPrefix(a, "--webhook-cert-validity") || strings.HasPrefix(a, "--webhook-ca-validity") {
+					t.Errorf("%s: the self-managed certificate lifetimes are for self-managed mode only: %s", name, a)
+				}
+			}
+		}
+	})
+	t.Run("leader election timings", func(t *testing.T) {
+		leArgs := func(args []string) []string {
+			var out []string
+			for _, a := range args {
+				if strings.HasPrefix(a, "--leader-election-lease-duration") || strings.HasPrefix(a, "--leader-election-renew-deadline") ||
+					strings.HasPrefix(a, "--leader-election-retry-period") {
+					out = append(out, a)
+				}
+			}
+			return out
+		}
+		if got, want := leArgs(deploymentArgs(t, mustRender(t, nil))), []string{"--leader-election-lease-duration=15s",
+			"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"}; !slices.Equal(got, want) {
+			t.Errorf("defaults: got %v, want %v", got, want)
+		}
+		r := mustRender(t, map[string]any{"leaderElection": map[string]any{"leaseDuration": "60s", "renewDeadline": "40s", "retryPeriod": "5s"}})
+		if got, want := leArgs(deploymentArgs(t, r)), []string{"--leader-election-lease-duration=60s",
+			"--leader-election-renew-deadline=40s", "--leader-election-retry-period=5s"}; !slices.Equal(got, want) {
+			t.Errorf("set: got %v, want %v", got, want)
+		}
+		r = mustRender(t, map[string]any{"replicaCount": 1, "podDisruptionBudget": map[string]any{"enabled": false}, "leaderElection": map[string]any{"enabled": false}})
+		args := deploymentArgs(t, r)
+		if got := leArgs(args); len(got) > 0 {
+			t.Errorf("leader election off, yet %v", got)
+		}
+		if !slices.Contains(args, "--leader-elect=false") {
+			t.Errorf("args %v lack --leader-elect=false", args)
 		}
 	})
 	t.Run("webhooks off", func(t *testing.T) {
@@ -199,6 +249,10 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an unknown value", map[string]any{"replicas": 3}, "additional properties 'replicas' not allowed"},
 		{"a misspelt nested value", map[string]any{"webhooks": map[string]any{"enable": false}}, "additional properties 'enable' not allowed"},
 		{"a bad duration", map[string]any{"upgrade": map[string]any{"maxPause": "six hours"}}, "maxPause"},
+		{"a bad leader-election duration", map[string]any{"leaderElection": map[string]any{"leaseDuration": "fast"}}, "leaseDuration"},
+		{"an empty leader-election duration", map[string]any{"leaderElection": map[string]any{"retryPeriod": ""}}, "retryPeriod"},
+		{"a bad certificate lifetime", map[string]any{"selfManagedCertificate": map[string]any{"validity": "1 year"}}, "validity"},
+		{"a misspelt certificate value", map[string]any{"selfManagedCertificate": map[string]any{"duration": "720h"}}, "additional properties 'duration' not allowed"},
 		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
 	}
 	for _, tt := range tests {
@@ -212,4 +266,18 @@ func TestContradictoryValuesFail(t *testing.T) {
 	if _, err := render(t, map[string]any{"replicaCount": 1, "podDisruptionBudget": map[string]any{"enabled": false}, "leaderElection": map[string]any{"enabled": false}}); err != nil {
 		t.Errorf("a single replica without leader election or budget is valid: %v", err)
 	}
+}
+
+// deploymentArgs returns the manager arguments of the rendered Deployment.
+func deploymentArgs(t *testing.T, r rendered) []string {
+	t.Helper()
+	d := r.get("Deployment", "nhc-node-healthcheck")
+	if d == nil {
+		t.Fatal("Deployment missing")
+	}
+	containers, _, err := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(containers) == 0 {
+		t.Fatalf("Deployment containers: %v", err)
+	}
+	return toStrings(containers[0].(map[string]any)["args"])
 }
