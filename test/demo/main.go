@@ -74,32 +74,10 @@ func run(managerBinary, kubectlBinary string) error {
 		APIVersion: "self-node-remediation.medik8s.io/v1alpha1", Kind: "SelfNodeRemediation", RebootDelay: 5 * time.Second,
 		Log: func(format string, args ...any) { fmt.Printf("    "+format, args...) }}).Run(remediatorCtx)
 
-	logPath := filepath.Join(testutil.RepoRoot(), "bin", "demo-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
+	step("Installing the Helm chart charts/node-healthcheck: the CRD, least-privilege RBAC, the webhook configurations (no cert-manager here: the operator makes its own certificate)")
+	if _, err := cluster.InstallChart(map[string]any{"certManager": map[string]any{"enabled": false}}); err != nil {
 		return err
 	}
-	defer logFile.Close()
-
-	step("Starting the operator (%s) out of cluster, with leader election and its admission webhooks", managerBinary)
-	m, err := cluster.StartManager(localcluster.ManagerOptions{Binary: managerBinary, Output: logFile})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
-		return fmt.Errorf("%w (see %s)", err, logPath)
-	}
-	fmt.Printf("Ready (probes at %s, logs in %s).\n", m.ProbeAddr, logPath)
-	defer func() {
-		step("Stopping the operator with SIGTERM")
-		if err := m.Stop(30 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		} else {
-			fmt.Println("The operator released its leader lease and exited cleanly.")
-		}
-	}()
 
 	// kq runs kubectl quietly; k also prints what it said.
 	kq := func(args ...string) (string, error) {
@@ -117,10 +95,40 @@ func run(managerBinary, kubectlBinary string) error {
 	samples := testutil.Path("config", "samples")
 	demoDir := testutil.Path("test", "demo")
 
-	step("Installing the remediators' templates (SelfNodeRemediationTemplate, Metal3RemediationTemplate)")
+	step("Installing what the remediators would: their templates, and their permissions for the operator (aggregated into the chart's role)")
 	if _, err := k("apply", "-f", filepath.Join(demoDir, "templates.yaml")); err != nil {
 		return err
 	}
+	if err := waitFor(kq, []string{"get", "clusterrole", "nhc-node-healthcheck-ext-remediation", "-o", "jsonpath={.rules[*].resources}"}, "metal3remediations"); err != nil {
+		return err
+	}
+
+	logPath := filepath.Join(testutil.RepoRoot(), "bin", "demo-manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+
+	step("Starting the operator (%s) out of cluster with the chart's arguments, as the chart's ServiceAccount", managerBinary)
+	m, err := cluster.StartManager(localcluster.ManagerOptions{Binary: managerBinary, Output: logFile})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := m.WaitReady(ctx); err != nil {
+		return fmt.Errorf("%w (see %s)", err, logPath)
+	}
+	fmt.Printf("Ready (probes at %s, logs in %s). It made its webhook CA and certificate, wrote the CA into the webhook configurations, and serves admission through the chart's Service.\n", m.ProbeAddr, logPath)
+	defer func() {
+		step("Stopping the operator with SIGTERM")
+		if err := m.Stop(30 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		} else {
+			fmt.Println("The operator released its leader lease and exited cleanly.")
+		}
+	}()
 
 	step("Applying a NodeHealthCheck for workers (config/samples/nhc-worker.yaml, no unhealthyConditions given)")
 	if _, err := k("apply", "-f", filepath.Join(samples, "nhc-worker.yaml")); err != nil {

@@ -21,14 +21,11 @@ import (
 
 const leaseNamespace = localcluster.ChartNamespace
 
-// startManager runs the manager binary as the chart's ServiceAccount, with its leader Lease in the
-// chart's namespace.
+// startManager runs the manager binary with the chart's arguments, as the chart's ServiceAccount,
+// with its leader Lease in the chart's namespace, and waits until it is ready and serves admission
+// through the webhook Service.
 func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
-	o.Binary = managerBinary
-	if o.Kubeconfig == "" {
-		o.Kubeconfig, o.LeaderElectionNamespace = saKubeconfig, localcluster.ChartNamespace
-	}
-	o.Output = GinkgoWriter
+	o.Binary, o.Output = managerBinary, GinkgoWriter
 	m, err := cluster.StartManager(o)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
@@ -95,6 +92,19 @@ func serviceAccountToken(ctx context.Context, name string, mayReadMetrics bool) 
 	return tr.Status.Token
 }
 
+// scraper returns a function that reads the manager's metrics as a client allowed to (a new
+// ServiceAccount of that name, bound to a metrics-reader role).
+func scraper(ctx context.Context, m *localcluster.Manager, name string) func() string {
+	token := serviceAccountToken(ctx, name, true)
+	url := "https://" + m.MetricsAddr + "/metrics"
+	waitListening(insecureClient, url)
+	return func() string {
+		code, body := get(insecureClient, url, token)
+		Expect(code).To(Equal(http.StatusOK))
+		return body
+	}
+}
+
 var _ = Describe("The manager binary", func() {
 	It("runs out of cluster from a kubeconfig, reports healthy and ready, and serves the webhooks", func(ctx SpecContext) {
 		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-webhooks"}})
@@ -148,9 +158,7 @@ var _ = Describe("The manager binary", func() {
 		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
 		leader := holder()
 
-		port, err := localcluster.FreePort()
-		Expect(err).NotTo(HaveOccurred())
-		second := startManager(localcluster.ManagerOptions{WebhookPort: port, Args: []string{"--leader-election-id=" + id}})
+		second := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=" + id}})
 		Consistently(holder).WithTimeout(3*time.Second).Should(Equal(leader), "the standby must not take the lease while the leader renews it")
 
 		start := time.Now()

@@ -66,7 +66,31 @@ func groupNHC(ctx context.Context, group, template string, duration time.Duratio
 	}
 	Expect(k8s.Create(ctx, nhc)).To(Succeed())
 	DeferCleanup(deleteNHC, nhc)
+	DeferCleanup(dumpOnFailure, nhc, group)
 	return nhc
+}
+
+// dumpOnFailure prints, when the spec failed, the NodeHealthCheck's status and its nodes' Ready
+// conditions, to tell the operator's view from the cluster's.
+func dumpOnFailure(ctx SpecContext, nhc *remediationv1alpha1.NodeHealthCheck, group string) {
+	if !CurrentSpecReport().Failed() {
+		return
+	}
+	current := &remediationv1alpha1.NodeHealthCheck{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(nhc), current); err == nil {
+		status, _ := yaml.Marshal(current.Status)
+		GinkgoWriter.Printf("NodeHealthCheck %s status:\n%s\n", nhc.Name, status)
+	}
+	nodes := &corev1.NodeList{}
+	if err := k8s.List(ctx, nodes, client.MatchingLabels{"e2e-group": group}); err == nil {
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					GinkgoWriter.Printf("node %s: Ready=%s since %s (heartbeat %s), labels %v\n", n.Name, c.Status, c.LastTransitionTime, c.LastHeartbeatTime, n.Labels)
+				}
+			}
+		}
+	}
 }
 
 // deleteNHC deletes the NodeHealthCheck once the webhook allows it: right after a recovery the status
@@ -118,7 +142,8 @@ func eventReasons(ctx context.Context, regarding string) func() []string {
 
 var _ = Describe("Simulated nodes that really fail", func() {
 	It("1. remediates a worker whose heartbeats stop, and steps back when the remediator brings it back", func(ctx SpecContext) {
-		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-nodes"}})
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-nodes"}})
+		metrics := scraper(ctx, m, "e2e-s1-metrics")
 		nodes := simulatedNodes(ctx, "s1", 3)
 		nhc := groupNHC(ctx, "s1", newTemplate(ctx, "e2e-reboot"), 5*time.Second)
 		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
@@ -130,12 +155,19 @@ var _ = Describe("Simulated nodes that really fail", func() {
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeTrue(), "the operator remediates")
 		remediatedAfter := time.Since(start)
 		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		ongoing := fmt.Sprintf(`nodehealthcheck_ongoing_remediation{name=%q,namespace=%q,remediation="TestRemediation"} 1`, nodes[2], testutil.TemplateNamespace)
+		Eventually(metrics).Should(ContainSubstring(ongoing), "the metrics show the running remediation")
 
 		Eventually(ready(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the remediator brings the node back")
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeFalse(), "the operator steps back")
 		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
 		Expect(nhc.Status.UnhealthyNodes).To(BeEmpty())
 		Eventually(eventReasons(ctx, nhc.Name)).Should(ContainElements("DetectedUnhealthy", "RemediationCreated", "RemediationRemoved"))
+		Eventually(metrics).ShouldNot(ContainSubstring(ongoing), "the metrics show the remediation ended")
+		Expect(metrics()).To(And(
+			ContainSubstring(`nodehealthcheck_time_to_remediation_seconds_count{nhc="e2e-s1",remediation="TestRemediation"} 1`),
+			ContainSubstring(`nodehealthcheck_time_to_recovery_seconds_count{nhc="e2e-s1",remediation="TestRemediation"} 1`),
+			ContainSubstring(`nodehealthcheck_condition{nhc="e2e-s1",type="Disabled"} 0`)))
 		AddReportEntry("timeline", fmt.Sprintf("heartbeats stopped; Ready=Unknown after %s; remediation CR after %s; recovered after %s",
 			unknownAfter.Round(time.Second), remediatedAfter.Round(time.Second), time.Since(start).Round(time.Second)))
 	})
@@ -355,9 +387,7 @@ var _ = Describe("Simulated nodes and failover", func() {
 		leader := startManager(localcluster.ManagerOptions{Args: election})
 		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
 		first := holder()
-		port, err := localcluster.FreePort()
-		Expect(err).NotTo(HaveOccurred())
-		startManager(localcluster.ManagerOptions{WebhookPort: port, Args: election})
+		startManager(localcluster.ManagerOptions{Args: election})
 
 		nodes := simulatedNodes(ctx, "s6", 3)
 		templates := multiTemplates(ctx, "e2e-slow-reboot", "e2e-fast-reboot")
@@ -385,7 +415,7 @@ var _ = Describe("Simulated nodes and failover", func() {
 		killed := time.Now()
 		Eventually(holder).WithTimeout(20*time.Second).Should(And(Not(BeEmpty()), Not(Equal(first))), "the standby takes over")
 		AddReportEntry("failover", fmt.Sprintf("the standby led %s after kill -9", time.Since(killed).Round(time.Second)))
-		// The killed replica restarts, as its pod would, and serves the webhook port again.
+		// The killed replica restarts, as its pod would, and joins the webhook Service again.
 		startManager(localcluster.ManagerOptions{Args: election})
 
 		// The new leader keeps the step's deadline: the second step starts when the first times out,

@@ -31,8 +31,6 @@ var (
 	scheme  = runtime.NewScheme()
 	// managerBinary is the manager under test: $MANAGER_BINARY, or built from cmd/manager.
 	managerBinary string
-	// saKubeconfig authenticates as the chart's ServiceAccount.
-	saKubeconfig string
 	// remediator reboots the simulated nodes of TestRemediation CRs.
 	remediator     *localcluster.Remediator
 	stopRemediator context.CancelFunc
@@ -69,12 +67,11 @@ var _ = BeforeSuite(func() {
 	simulationLog, err := os.Create(filepath.Join(cluster.Dir, "simulation.log"))
 	Expect(err).NotTo(HaveOccurred())
 	Expect(cluster.StartNodeSimulation(simulationLog)).To(Succeed())
-	// The operator runs as the chart's ServiceAccount with exactly the chart's RBAC (the CRD and the
-	// webhook configurations are the local cluster's: the same CRD, webhooks served locally), and
-	// the test remediator grants its permissions through aggregation, as remediators do.
-	saKubeconfig, err = cluster.InstallChart(map[string]any{
-		"crds": map[string]any{"enabled": false}, "webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false},
-	})
+	// The chart installs the CRD, the RBAC and the webhook configurations; the operator manages its
+	// own webhook certificate. Managers run as the chart's ServiceAccount with exactly the chart's
+	// RBAC, behind the chart's webhook Service, and the test remediator grants its permissions
+	// through aggregation, as remediators do.
+	_, err = cluster.InstallChart(map[string]any{"certManager": map[string]any{"enabled": false}})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8s.Create(context.Background(), &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},

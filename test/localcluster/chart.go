@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,20 +10,42 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/releaseutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
-// ChartNamespace is where InstallChart installs the chart.
+// ChartNamespace is where InstallChart installs the chart, as release "nhc".
 const ChartNamespace = "node-healthcheck"
+
+// Names of the release's objects that the local cluster plays a part for.
+const (
+	// ServiceAccount is the operator's ServiceAccount.
+	ServiceAccount = "nhc-node-healthcheck"
+	// WebhookService is the webhook Service; StartManager publishes managers' endpoints for it.
+	WebhookService = "nhc-node-healthcheck-webhook"
+	// WebhookSecret holds the webhook certificate; it is mounted at Cluster.CertDir.
+	WebhookSecret = "nhc-node-healthcheck-webhook-cert"
+)
+
+// release is what InstallChart installed.
+type release struct {
+	// managerArgs are the arguments of the Deployment's manager container.
+	managerArgs []string
+	// serviceAccountKubeconfig authenticates as the operator's ServiceAccount.
+	serviceAccountKubeconfig string
+}
 
 // Helm returns a Helm action configuration for the cluster (releases stored in Secrets, as the helm
 // CLI does), for the namespace.
@@ -39,9 +62,11 @@ func Helm(kubeconfig, namespace string, log func(format string, args ...any)) (*
 	return cfg, nil
 }
 
-// InstallChart installs charts/node-healthcheck as release "nhc" into ChartNamespace with the values,
-// and returns a kubeconfig of the chart's ServiceAccount, so that the manager runs with exactly the
-// chart's RBAC.
+// InstallChart installs charts/node-healthcheck as release "nhc" into ChartNamespace with the values
+// and waits until its CRD is served. Nothing runs the chart's Deployment here: StartManager runs
+// managers with its arguments, and they authenticate as the chart's ServiceAccount, so that they
+// have exactly the chart's RBAC. The webhook certificate Secret is mounted at CertDir from now on. It
+// returns the ServiceAccount's kubeconfig.
 func (c *Cluster) InstallChart(values map[string]any) (string, error) {
 	cfg, err := Helm(c.Kubeconfig, ChartNamespace, nil)
 	if err != nil {
@@ -53,10 +78,68 @@ func (c *Cluster) InstallChart(values map[string]any) (string, error) {
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = "nhc", ChartNamespace, true, time.Minute
-	if _, err := install.Run(chrt, values); err != nil {
+	rel, err := install.Run(chrt, values)
+	if err != nil {
 		return "", fmt.Errorf("helm install: %w", err)
 	}
-	return c.ServiceAccountKubeconfig(ChartNamespace, "nhc-node-healthcheck")
+	args, err := DeploymentArgs(rel.Manifest)
+	if err != nil {
+		return "", err
+	}
+	if err := c.waitForCRD("nodehealthchecks.remediation.medik8s.io"); err != nil {
+		return "", err
+	}
+	kubeconfig, err := c.ServiceAccountKubeconfig(ChartNamespace, ServiceAccount)
+	if err != nil {
+		return "", err
+	}
+	c.chart = &release{managerArgs: args, serviceAccountKubeconfig: kubeconfig}
+	c.mountSecret(WebhookSecret)
+	return kubeconfig, nil
+}
+
+// DeploymentArgs returns the manager arguments of the Deployment in a release's manifest.
+func DeploymentArgs(manifest string) ([]string, error) {
+	for _, m := range releaseutil.SplitManifests(manifest) {
+		u := unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
+			return nil, err
+		}
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		if len(containers) == 0 {
+			break
+		}
+		args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		return args, err
+	}
+	return nil, errors.New("the release has no Deployment with a container")
+}
+
+// waitForCRD waits until the CRD is established.
+func (c *Cluster) waitForCRD(name string) error {
+	crd := &unstructured.Unstructured{}
+	crd.SetAPIVersion("apiextensions.k8s.io/v1")
+	crd.SetKind("CustomResourceDefinition")
+	ctx, cancel := context.WithTimeout(c.ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if err := c.k8s.Get(ctx, client.ObjectKey{Name: name}, crd); err == nil {
+			conditions, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+			for _, cond := range conditions {
+				if m, ok := cond.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not established: %w", name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // ServiceAccountKubeconfig writes, into the cluster's scratch folder, a kubeconfig that

@@ -1,23 +1,27 @@
-// Package localcluster starts a local control plane (etcd and kube-apiserver from KUBEBUILDER_ASSETS)
-// with the project's CRDs and the webhook configurations pointing at a local webhook port, and runs
-// the real manager binary against it. `make demo` and the end-to-end suite use it.
+// Package localcluster starts a local control plane (etcd, kube-apiserver and, with
+// StartNodeSimulation, kube-controller-manager and kwok from the cached binaries), installs the
+// Helm chart into it and runs the real manager binary against it, as the chart's ServiceAccount and
+// behind the chart's webhook configurations. `make demo` and the end-to-end suite use it.
+//
+// What a cluster would do for the operator's pods, the package does for the manager processes: it
+// mounts the webhook certificate Secret into a folder (as the kubelet does, with a delay), and
+// publishes each ready manager's webhook port in an EndpointSlice of the chart's webhook Service (as
+// the EndpointSlice controller does). The API server routes webhook calls to those endpoints
+// (--enable-aggregator-routing), so admission goes through the chart's Service, with the operator's
+// own certificate, verified for the Service's name.
 package localcluster
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -33,13 +37,26 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir is a scratch folder removed by Stop.
 	Dir string
+	// CertDir is where the webhook certificate Secret is mounted for the managers.
+	CertDir string
 
+	k8s     client.Client
 	helpers processes
+	// chart is what InstallChart installed; nil before.
+	chart *release
+	// certs mounts the webhook certificate Secret at CertDir.
+	certs certMount
+	// stop ends the background work (the certificate mount).
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
 }
 
-// Start starts the control plane, installs the NodeHealthCheck CRD, the test remediators' CRDs and
-// the webhook configurations (served at a free local port with a generated certificate), and writes
-// an admin kubeconfig.
+// apiServerStopTimeout is how long the API server may drain its connections on SIGTERM.
+const apiServerStopTimeout = 90 * time.Second
+
+// Start starts the control plane with the test remediators' CRDs (the NodeHealthCheck CRD and the
+// webhook configurations come with the chart, see InstallChart) and writes an admin kubeconfig.
 func Start() (*Cluster, error) {
 	if err := testutil.CheckAssets(); err != nil {
 		return nil, err
@@ -48,13 +65,33 @@ func Start() (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := testutil.NewEnvironment(nil, true)
+	env := &envtest.Environment{
+		CRDInstallOptions:       envtest.CRDInstallOptions{Paths: []string{testutil.TestCRDDir()}},
+		ErrorIfCRDPathMissing:   true,
+		ControlPlaneStopTimeout: apiServerStopTimeout,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	// The API server's certificates and service-account keys live in the scratch folder, so that a
+	// restart (RestartAPIServer) keeps every client's credentials valid.
+	api.CertDir = filepath.Join(dir, "apiserver")
+	if err := os.Mkdir(api.CertDir, 0o700); err != nil {
+		return nil, err
+	}
+	// Webhook Services resolve to their endpoints, not to a cluster IP that nothing routes here.
+	api.Configure().Set("enable-aggregator-routing", "true")
+	// On SIGTERM, end open watches within this grace period instead of waiting for them.
+	api.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	cfg, err := env.Start()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
-	c := &Cluster{Env: env, Config: cfg, Dir: dir}
+	ctx, stop := context.WithCancel(context.Background())
+	c := &Cluster{Env: env, Config: cfg, Dir: dir, CertDir: filepath.Join(dir, "webhook-certs"), ctx: ctx, stop: stop}
+	if c.k8s, err = client.New(cfg, client.Options{}); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
 	user, err := env.AddUser(envtest.User{Name: "local-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		_ = c.Stop()
@@ -75,141 +112,26 @@ func Start() (*Cluster, error) {
 
 // Stop stops the control plane and removes the scratch folder.
 func (c *Cluster) Stop() error {
+	c.stop()
+	c.wg.Wait()
 	c.helpers.stop()
 	err := c.Env.Stop()
 	return errors.Join(err, os.RemoveAll(c.Dir))
 }
 
-// Manager is a running manager process.
-type Manager struct {
-	// Cmd is the process.
-	Cmd *exec.Cmd
-	// ProbeAddr and MetricsAddr are the host:port of the probe and metrics endpoints.
-	ProbeAddr, MetricsAddr string
-	done                   chan error
-}
-
-// ManagerOptions tune a manager process.
-type ManagerOptions struct {
-	// Binary is the manager executable.
-	Binary string
-	// WebhookPort overrides the port the webhook configurations point at; another free port is
-	// needed for a second replica.
-	WebhookPort int
-	// Kubeconfig is the manager's identity; empty: the admin kubeconfig.
-	Kubeconfig string
-	// LeaderElectionNamespace holds the leader Lease; empty: default.
-	LeaderElectionNamespace string
-	// Args are extra flags.
-	Args []string
-	// Output receives the process's stdout and stderr.
-	Output io.Writer
-}
-
-// StartManager runs the manager binary out of cluster against c with leader election in namespace
-// default, secure metrics and the webhooks on the port the webhook configurations use.
-func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
-	probe, err := FreeAddr()
-	if err != nil {
-		return nil, err
+// RestartAPIServer stops the API server (SIGTERM; it drains its connections), waits down, and
+// starts it again with the same address, certificates and etcd. It returns how long the API server
+// was unavailable.
+func (c *Cluster) RestartAPIServer(down time.Duration) (time.Duration, error) {
+	api := c.Env.ControlPlane.APIServer
+	start := time.Now()
+	stopErr := api.Stop() // on a timeout, the process was killed: start it anyway
+	time.Sleep(down)
+	if err := api.Start(); err != nil {
+		return 0, errors.Join(stopErr, fmt.Errorf("starting the API server again: %w", err))
 	}
-	metrics, err := FreeAddr()
-	if err != nil {
-		return nil, err
+	if stopErr != nil {
+		return 0, fmt.Errorf("stopping the API server: %w", stopErr)
 	}
-	wio := &c.Env.WebhookInstallOptions
-	port := wio.LocalServingPort
-	if o.WebhookPort != 0 {
-		port = o.WebhookPort
-	}
-	kubeconfig, leaseNS := c.Kubeconfig, "default"
-	if o.Kubeconfig != "" {
-		kubeconfig = o.Kubeconfig
-	}
-	if o.LeaderElectionNamespace != "" {
-		leaseNS = o.LeaderElectionNamespace
-	}
-	args := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--leader-election-namespace=" + leaseNS,
-		"--webhook-port=" + strconv.Itoa(port),
-		"--webhook-cert-dir=" + wio.LocalServingCertDir,
-		"--health-probe-bind-address=" + probe,
-		"--metrics-bind-address=" + metrics,
-	}, o.Args...)
-	cmd := exec.Command(o.Binary, args...) //nolint:gosec // the binary is ours
-	cmd.Stdout, cmd.Stderr = o.Output, o.Output
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
-	}
-	m := &Manager{Cmd: cmd, ProbeAddr: probe, MetricsAddr: metrics, done: make(chan error, 1)}
-	go func() { m.done <- cmd.Wait() }()
-	return m, nil
-}
-
-// WaitReady polls /readyz until it answers 200 or ctx ends.
-func (m *Manager) WaitReady(ctx context.Context) error {
-	url := "http://" + m.ProbeAddr + "/readyz"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("manager not ready at %s: %w", url, ctx.Err())
-		case err := <-m.done:
-			m.done <- err
-			return fmt.Errorf("manager exited before it was ready: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// Stop sends SIGTERM and waits up to timeout for the process to exit; it returns the exit error
-// (nil for a clean exit) and kills the process if it did not stop in time.
-func (m *Manager) Stop(timeout time.Duration) error {
-	_ = m.Cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-m.done:
-		m.done <- err
-		return err
-	case <-time.After(timeout):
-		_ = m.Cmd.Process.Kill()
-		return fmt.Errorf("manager did not exit within %s of SIGTERM", timeout)
-	}
-}
-
-// Exited reports whether the process has exited.
-func (m *Manager) Exited() bool {
-	select {
-	case err := <-m.done:
-		m.done <- err
-		return true
-	default:
-		return false
-	}
-}
-
-// FreeAddr returns a free 127.0.0.1 host:port.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// FreePort returns a free local port.
-func FreePort() (int, error) {
-	addr, err := FreeAddr()
-	if err != nil {
-		return 0, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	return strconv.Atoi(port)
+	return time.Since(start), nil
 }
