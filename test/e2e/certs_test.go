@@ -100,10 +100,11 @@ func servedCertificate(port int) (*x509.Certificate, error) {
 var _ = Describe("The self-managed webhook certificate", func() {
 	It("is made, served, written into the webhook configurations and renewed, CA included, without interrupting admission", func(ctx SpecContext) {
 		// A fresh install with short lifetimes: the certificate lives 1m and is renewed when 15s are
-		// left, the CA lives 2m; within two minutes both are renewed at least once.
+		// left (after 45s, with the same CA), the CA lives 80s and is renewed after 65s, with a new
+		// certificate.
 		Expect(cluster.ResetWebhookCertificate(ctx)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(cluster.ResetWebhookCertificate(ctx)).To(Succeed()) }) // after the managers stopped
-		lifetimes := []string{"--leader-election-id=e2e-certs", "--webhook-cert-validity=1m", "--webhook-ca-validity=2m"}
+		lifetimes := []string{"--leader-election-id=e2e-certs", "--webhook-cert-validity=1m", "--webhook-ca-validity=80s"}
 		replicas := []*localcluster.Manager{startManager(localcluster.ManagerOptions{Args: lifetimes}), startManager(localcluster.ManagerOptions{Args: lifetimes})}
 
 		probeCtx, stopProbe := context.WithCancel(ctx)
