@@ -28,21 +28,12 @@ func ca(t *testing.T, name string, notAfter time.Time) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
-func names(t *testing.T, bundle []byte) []string {
-	t.Helper()
+func names(bundle []byte) []string {
 	var out []string
-	for {
-		var b *pem.Block
-		b, bundle = pem.Decode(bundle)
-		if b == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, c := range Certificates(bundle) {
 		out = append(out, c.Subject.CommonName)
 	}
+	return out
 }
 
 func TestBundle(t *testing.T) {
@@ -66,7 +57,7 @@ func TestBundle(t *testing.T) {
 		{"blocks that are not certificates are dropped", cat(cur, junk), cat(junk, old), []string{"current", "old"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := names(t, Bundle(tc.next, tc.previous, now))
+			got := names(Bundle(tc.next, tc.previous, now))
 			if len(got) != len(tc.want) {
 				t.Fatalf("bundle %v, want %v", got, tc.want)
 			}

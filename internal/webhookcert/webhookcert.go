@@ -140,29 +140,37 @@ const caCertKey = "ca.crt"
 
 // Bundle returns the CA bundle to write: the certificates of next (the first one signs the serving
 // certificate), then those of previous, without duplicates and without the ones that expired
-// before now. Blocks that are not certificates are dropped.
+// before now.
 func Bundle(next, previous []byte, now time.Time) []byte {
 	var out []byte
 	seen := map[string]bool{}
-	for _, data := range [][]byte{next, previous} {
-		for {
-			var block *pem.Block
-			block, data = pem.Decode(data)
-			if block == nil {
-				break
-			}
-			if block.Type != "CERTIFICATE" || seen[string(block.Bytes)] {
-				continue
-			}
-			cert, err := x509.ParseCertificate(block.Bytes)
-			if err != nil || now.After(cert.NotAfter) {
-				continue
-			}
-			seen[string(block.Bytes)] = true
-			out = append(out, pem.EncodeToMemory(block)...)
+	for _, cert := range append(Certificates(next), Certificates(previous)...) {
+		if seen[string(cert.Raw)] || now.After(cert.NotAfter) {
+			continue
 		}
+		seen[string(cert.Raw)] = true
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})...)
 	}
 	return out
+}
+
+// Certificates returns the certificates of a PEM bundle, in order; other blocks, and certificates
+// that do not parse, are skipped.
+func Certificates(bundle []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, bundle = pem.Decode(bundle)
+		if block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if cert, err := x509.ParseCertificate(block.Bytes); err == nil {
+			out = append(out, cert)
+		}
+	}
 }
 
 // Delayed returns a webhook server that starts serving once ready is closed: before that its

@@ -12,13 +12,11 @@ import (
 
 	"github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/releaseutil"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -114,19 +112,11 @@ func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map
 // chartArgs returns the manager arguments of the Deployment in the release's manifest.
 func chartArgs(t *testing.T, manifest string) []string {
 	t.Helper()
-	for _, m := range releaseutil.SplitManifests(manifest) {
-		u := unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(m), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if u.GetKind() != "Deployment" {
-			continue
-		}
-		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
-		return toStrings(containers[0].(map[string]any)["args"])
+	args, err := localcluster.DeploymentArgs(manifest)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no Deployment in the release")
-	return nil
+	return args
 }
 
 // The manager, run with the chart's arguments as the chart's ServiceAccount (a bound token) with only

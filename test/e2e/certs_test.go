@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 
@@ -60,21 +60,6 @@ func (p *admissionProbe) result() (int, int, []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.attempts, p.failures, append([]string(nil), p.errors...)
-}
-
-// certificates splits a PEM bundle.
-func certificates(bundle []byte) []*x509.Certificate {
-	var out []*x509.Certificate
-	for {
-		var b *pem.Block
-		b, bundle = pem.Decode(bundle)
-		if b == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(b.Bytes)
-		Expect(err).NotTo(HaveOccurred())
-		out = append(out, c)
-	}
 }
 
 func fingerprint(c *x509.Certificate) string {
@@ -119,7 +104,7 @@ var _ = Describe("The self-managed webhook certificate", func() {
 		Eventually(func(g Gomega) {
 			secret := &corev1.Secret{}
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: localcluster.ChartNamespace, Name: localcluster.WebhookSecret}, secret)).To(Succeed())
-			cas := certificates(secret.Data["ca.crt"])
+			cas := webhookcert.Certificates(secret.Data["ca.crt"])
 			g.Expect(cas).NotTo(BeEmpty())
 			signingCAs[fingerprint(cas[0])] = true
 			maxBundle = max(maxBundle, len(cas))
