@@ -69,17 +69,25 @@ func KwokDir() (string, error) {
 }
 
 // StartNodeSimulation starts what makes nodes behave like real ones: kube-controller-manager with
-// the node lifecycle controller (Ready=Unknown when heartbeats stop, after NodeGracePeriod) and the
-// garbage collector, and kwok, which heartbeats every node labelled KwokLabel=KwokLabelValue through
+// the node lifecycle controller (Ready=Unknown when heartbeats stop, after NodeGracePeriod), the
+// garbage collector, ClusterRole aggregation and the namespace and service-account controllers, and
+// kwok, which heartbeats every node labelled KwokLabel=KwokLabelValue through
 // its Lease and reports it Ready. Output goes to out.
 func (c *Cluster) StartNodeSimulation(out io.Writer) error {
 	kwokDir, err := KwokDir()
 	if err != nil {
 		return err
 	}
+	rootCA := filepath.Join(c.Dir, "ca.crt")
+	if err := os.WriteFile(rootCA, c.Config.CAData, 0o600); err != nil {
+		return err
+	}
 	kcm := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), //nolint:gosec // our binary
 		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
-		"--controllers=node-lifecycle-controller,garbage-collector-controller,clusterrole-aggregation-controller",
+		"--controllers=node-lifecycle-controller,garbage-collector-controller,clusterrole-aggregation-controller,"+
+			"namespace-controller,serviceaccount-controller,serviceaccount-token-controller",
+		// The service-account token controller signs with the API server's key.
+		"--service-account-private-key-file="+filepath.Join(c.Env.ControlPlane.APIServer.CertDir, "sa-signer.key"), "--root-ca-file="+rootCA,
 		"--node-monitor-grace-period="+NodeGracePeriod, "--node-monitor-period=1s",
 		// Never evict or taint-evict pods here; only the Ready condition matters.
 		"--node-eviction-rate=0", "--secondary-node-eviction-rate=0")
