@@ -15,23 +15,8 @@ import (
 // The controllers a cluster runs for namespaces and service accounts: a new namespace gets its
 // default ServiceAccount, and a deleted one goes away with its contents.
 func TestNamespaceAndServiceAccountControllers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := c.StartNodeSimulation(os.Stderr); err != nil {
-		t.Fatal(err)
-	}
+	_, cs := startSimulated(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(c.Config)
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "scratch"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,4 +45,26 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// startSimulated starts a local cluster with node simulation, stopped when the test ends, and
+// returns it with an admin clientset.
+func startSimulated(t *testing.T) (*Cluster, kubernetes.Interface) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := c.StartNodeSimulation(os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	return c, kubernetes.NewForConfigOrDie(c.Config)
 }

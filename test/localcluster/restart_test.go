@@ -11,29 +11,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 )
 
 // RestartAPIServer keeps the address, the certificates and the data: clients configured before the
 // restart (admin and ServiceAccount tokens alike) work after it, with every object still there.
 func TestRestartAPIServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane")
-	}
-	c, err := Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	if err := c.StartNodeSimulation(os.Stderr); err != nil {
-		t.Fatal(err)
-	}
+	c, cs := startSimulated(t)
 	ctx := context.Background()
-	cs := kubernetes.NewForConfigOrDie(c.Config)
 	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "restart"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
