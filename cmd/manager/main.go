@@ -106,7 +106,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"<mutating>,<validating>: names of the webhook configurations into which the self-managed CA is written.")
 	var certValidity, caValidity time.Duration
 	fs.DurationVar(&certValidity, "webhook-cert-validity", webhookcert.DefaultCertValidity,
-		"Lifetime of the self-managed serving certificate (with --webhook-cert-secret); it is renewed when a quarter of it is left.")
+		"Lifetime of the self-managed serving certificate (with --webhook-cert-secret); it is renewed when a quarter of it is left, which must leave the kubelet time to mount the renewal (under 1h the operator logs a warning).")
 	fs.DurationVar(&caValidity, "webhook-ca-validity", webhookcert.DefaultCAValidity,
 		"Lifetime of the self-managed CA; renewed, like the certificate, when a quarter of the certificate's lifetime is left. The previous CA stays trusted until it expires, so renewals never interrupt admission.")
 	o.zap.BindFlags(fs)

@@ -44,6 +44,9 @@ const (
 	// MinCertValidity is the shortest certificate lifetime allowed: renewal must leave the kubelet
 	// time to update the mounted Secret before the previous certificate expires.
 	MinCertValidity = time.Minute
+	// shortCertValidity is the lifetime below which a renewal may outrun the kubelet's update of the
+	// mounted Secret (up to a couple of minutes): a warning is logged.
+	shortCertValidity = time.Hour
 	// maxCheckInterval is how often, at most, the rotator checks whether renewal is due.
 	maxCheckInterval = 12 * time.Hour
 )
@@ -84,6 +87,10 @@ func AddRotator(mgr ctrl.Manager, o Options, ready chan struct{}) error {
 		return err
 	}
 	cert, ca := o.lifetimes()
+	if cert < shortCertValidity {
+		mgr.GetLogger().WithName("webhook-cert").Info("Short webhook certificate lifetime: the kubelet must mount each renewal within a quarter of it, or the webhook server serves an expired certificate",
+			"validity", cert, "renewedBefore", cert/4)
+	}
 	dns := fmt.Sprintf("%s.%s.svc", o.Service.Name, o.Service.Namespace)
 	writer := &bundlingClient{Client: mgr.GetClient(), reader: mgr.GetAPIReader(), secret: o.Secret, now: time.Now}
 	return rotator.AddRotator(managerWithClient{Manager: mgr, client: writer}, &rotator.CertRotator{

@@ -40,8 +40,7 @@ type Manager struct {
 type ManagerOptions struct {
 	// Binary is the manager executable.
 	Binary string
-	// Kubeconfig is the manager's identity; empty: the chart's ServiceAccount once the chart is
-	// installed, else the admin kubeconfig.
+	// Kubeconfig is the manager's identity; empty: the chart's ServiceAccount.
 	Kubeconfig string
 	// LeaderElectionNamespace holds the leader Lease; empty: the chart's namespace.
 	LeaderElectionNamespace string
@@ -56,6 +55,9 @@ type ManagerOptions struct {
 // certificate folder CertDir, a kubeconfig. Once WaitReady sees it ready, its webhook server joins
 // the chart's webhook Service, until the process exits.
 func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
+	if c.chart == nil {
+		return nil, errors.New("install the chart first (InstallChart): the manager runs with its arguments, RBAC and webhook configurations")
+	}
 	probe, err := FreeAddr()
 	if err != nil {
 		return nil, err
@@ -68,21 +70,14 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, leaseNS := c.Kubeconfig, ChartNamespace
-	if c.chart != nil {
-		kubeconfig = c.chart.serviceAccountKubeconfig
-	}
+	kubeconfig, leaseNS := c.chart.serviceAccountKubeconfig, ChartNamespace
 	if o.Kubeconfig != "" {
 		kubeconfig = o.Kubeconfig
 	}
 	if o.LeaderElectionNamespace != "" {
 		leaseNS = o.LeaderElectionNamespace
 	}
-	var base []string
-	if c.chart != nil {
-		base = c.chart.managerArgs
-	}
-	args := MergeArgs(base, append([]string{
+	args := MergeArgs(c.chart.managerArgs, append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--leader-election-namespace=" + leaseNS,
 		"--webhook-port=" + strconv.Itoa(port),
@@ -96,7 +91,7 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
 	m := &Manager{Cmd: cmd, Args: args, ProbeAddr: probe, MetricsAddr: metrics, WebhookPort: port, cluster: c,
-		webhook: c.chart != nil && flagValue(args, "--enable-webhooks") != "false", done: make(chan error, 1)}
+		webhook: flagValue(args, "--enable-webhooks") != "false", done: make(chan error, 1)}
 	go func() {
 		err := cmd.Wait()
 		// The pod is gone: its endpoint leaves the Service.
