@@ -75,6 +75,7 @@ func Start() (*Cluster, error) {
 	// restart (RestartAPIServer) keeps every client's credentials valid.
 	api.CertDir = filepath.Join(dir, "apiserver")
 	if err := os.Mkdir(api.CertDir, 0o700); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	// Webhook Services resolve to their endpoints, not to a cluster IP that nothing routes here.
