@@ -39,7 +39,8 @@ type UpgradeOptions struct {
 	NodeRollout bool
 	// PauseObject, when set, names a ConfigMap or Lease whose existence pauses every NodeHealthCheck.
 	PauseObject types.NamespacedName
-	// MaxPause, when positive, resumes remediation after signals held it back this long.
+	// MaxPause, when positive, resumes remediation after a signal held it back this long, each signal
+	// from when it began; the pause object's signal is not bounded.
 	MaxPause time.Duration
 }
 
@@ -88,6 +89,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		LeaseNamespace: o.LeaseNamespace,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
+		MaxPause:       o.Upgrade.MaxPause,
 		Templates:      templates,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)

@@ -15,13 +15,14 @@ type ConditionInput struct {
 	// Known is false while the gate is unknown; Pending then says why.
 	Known   bool
 	Pending string
-	// Signals hold new remediations back: the gate's cluster-wide ones, then the NodeHealthCheck's
-	// node-level ones.
+	// Signals are the upgrade signals seen, each with when it began (Since): the gate's cluster-wide
+	// ones, then the NodeHealthCheck's node-level ones.
 	Signals []Signal
-	// MaxPause bounds how long signals hold remediation back; zero: no bound.
+	// MaxPause bounds how long each signal holds remediation back, from its Since; zero: no bound. The
+	// explicit pause object's signal is not bounded.
 	MaxPause time.Duration
-	// Previous is the condition in the stored status (nil when none). Its lastTransitionTime is when
-	// the pause began, so the bound holds across operator restarts.
+	// Previous is the condition in the stored status (nil when none): kept while the gate is unknown,
+	// and its lastTransitionTime while the status does not change.
 	Previous *metav1.Condition
 	// Now is the current time; Generation the NodeHealthCheck's.
 	Now        time.Time
@@ -34,18 +35,24 @@ type Outcome struct {
 	Condition metav1.Condition
 	// Blocked is set when new remediations must not start; its text says why.
 	Blocked string
-	// Expires is when the maximum pause ends, while signals block; zero otherwise. Controllers look
-	// again then.
+	// Expires is the earliest end of a maximum pause among the signals that block; zero when none
+	// will end. Controllers look again then.
 	Expires time.Time
 }
 
-// Condition decides UpgradeInProgress:
-//   - unknown gate: Unknown, blocked; a stored True condition (or an expired pause) is kept as it is,
-//     so an operator restart does not restart the maximum pause;
+// maxNamedSignals bounds how many signals a condition message names: a Cluster API upgrade rolls out
+// every MachineDeployment at once, and the message stays readable.
+const maxNamedSignals = 5
+
+// Condition decides UpgradeInProgress. Each signal blocks new remediations until the maximum pause
+// has passed since it began (Signal.Blocks); the pause object's blocks for as long as it exists.
+//   - unknown gate: Unknown, blocked; a stored True condition (or an expired pause) is kept as it is;
 //   - no signal: False (NoUpgradeDetected);
-//   - signals: True with the first signal's reason and every signal's message, blocked, until the
-//     maximum pause has passed since it became True; then False (UpgradePauseExpired), not blocked,
-//     for as long as signals are seen.
+//   - a signal blocks: True with the reason of the first that blocks, blocked; the message names the
+//     blocking signals with the end of their maximum pause, and the expired ones; Expires is the
+//     earliest end among the blocking ones. A signal that appears after others expired blocks for
+//     its own full maximum pause;
+//   - every signal seen has expired: False (UpgradePauseExpired), not blocked.
 func Condition(in ConditionInput) Outcome {
 	c := metav1.Condition{Type: remediationv1alpha1.ConditionTypeUpgradeInProgress, ObservedGeneration: in.Generation,
 		LastTransitionTime: metav1.Time{Time: in.Now}}
@@ -69,28 +76,52 @@ func Condition(in ConditionInput) Outcome {
 		return Outcome{Condition: c}
 	}
 
-	msgs := make([]string, 0, len(in.Signals))
+	var blocking, expired, withEnd []string
+	var out Outcome
 	for _, s := range in.Signals {
-		msgs = append(msgs, s.Message)
+		if !s.Blocks(in.MaxPause, in.Now) {
+			expired = append(expired, s.Message)
+			continue
+		}
+		if len(blocking) == 0 {
+			c.Reason = s.Reason
+		}
+		blocking = append(blocking, s.Message)
+		at := s.Expires(in.MaxPause, in.Now)
+		if at.IsZero() {
+			withEnd = append(withEnd, s.Message)
+			continue
+		}
+		withEnd = append(withEnd, fmt.Sprintf("%s (until %s at the latest)", s.Message, at.UTC().Format(time.RFC3339)))
+		if out.Expires.IsZero() || at.Before(out.Expires) {
+			out.Expires = at
+		}
 	}
-	seen := strings.Join(msgs, "; ")
-	since := in.Now
-	if prevTrue {
-		since = prev.LastTransitionTime.Time
-	}
-	if in.MaxPause > 0 && (prevExpired || !in.Now.Before(since.Add(in.MaxPause))) {
+	if len(blocking) == 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired
-		c.Message = fmt.Sprintf("Upgrade signals held remediation back for the maximum pause of %s; remediation resumed although they are still seen: %s", in.MaxPause, seen)
+		c.Message = fmt.Sprintf("Upgrade signals held remediation back for the maximum pause of %s; remediation resumed although they are still seen: %s",
+			in.MaxPause, describe(expired))
 		if prevExpired {
 			c.LastTransitionTime = prev.LastTransitionTime
 		}
 		return Outcome{Condition: c}
 	}
-	c.Status, c.Reason, c.LastTransitionTime = metav1.ConditionTrue, in.Signals[0].Reason, metav1.Time{Time: since}
-	c.Message = "No new remediation starts while an upgrade is in progress: " + seen
-	out := Outcome{Condition: c, Blocked: "cluster upgrade in progress: " + seen}
-	if in.MaxPause > 0 {
-		out.Expires = since.Add(in.MaxPause)
+	c.Status = metav1.ConditionTrue
+	if prevTrue {
+		c.LastTransitionTime = prev.LastTransitionTime
 	}
+	c.Message = "No new remediation starts while an upgrade is in progress: " + describe(withEnd)
+	if len(expired) > 0 {
+		c.Message += fmt.Sprintf(". The maximum pause of %s has passed for: %s", in.MaxPause, describe(expired))
+	}
+	out.Condition, out.Blocked = c, "cluster upgrade in progress: "+describe(blocking)
 	return out
+}
+
+// describe joins signal messages, naming at most maxNamedSignals.
+func describe(msgs []string) string {
+	if len(msgs) > maxNamedSignals {
+		msgs = append(msgs[:maxNamedSignals:maxNamedSignals], fmt.Sprintf("and %d more", len(msgs)-maxNamedSignals))
+	}
+	return strings.Join(msgs, "; ")
 }

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ import (
 // controller fetches; these functions decide.
 
 // ClusterVersionProgressing returns the ClusterVersion signal when an OpenShift ClusterVersion has
-// Progressing=True (the Cluster Version Operator applies a release: an upgrade).
+// Progressing=True (the Cluster Version Operator applies a release: an upgrade). It began when the
+// condition became True or, when later, when the update being applied started (the newest entry of
+// status.history, state Partial): an upgrade started while an earlier one was stuck is a new one.
 func ClusterVersionProgressing(cv *unstructured.Unstructured) *Signal {
 	c := findCondition(cv, "Progressing")
 	if c == nil || c["status"] != "True" {
@@ -26,7 +29,16 @@ func ClusterVersionProgressing(cv *unstructured.Unstructured) *Signal {
 	if m, _ := c["message"].(string); m != "" {
 		msg += ": " + m
 	}
-	return &Signal{Detector: DetectorClusterVersion, Reason: remediationv1alpha1.ConditionReasonClusterVersionProgressing, Message: msg, Object: reference(cv)}
+	since := timeField(c, "lastTransitionTime")
+	if history, _, _ := unstructured.NestedSlice(cv.Object, "status", "history"); len(history) > 0 {
+		if h, ok := history[0].(map[string]any); ok && h["state"] == "Partial" {
+			if started := timeField(h, "startedTime"); started.After(since) {
+				since = started
+			}
+		}
+	}
+	return &Signal{Detector: DetectorClusterVersion, Reason: remediationv1alpha1.ConditionReasonClusterVersionProgressing, Message: msg,
+		Object: reference(cv), Since: since}
 }
 
 // HostedControlPlane reports whether OpenShift's Infrastructure/cluster says the control plane is
@@ -96,57 +108,68 @@ func ClusterAPIRollout(obj *unstructured.Unstructured) string {
 	return ""
 }
 
-// ClusterAPIRollouts returns the Cluster API signal for the objects rolling out (see
-// ClusterAPIRollout), or nil.
-func ClusterAPIRollouts(objs []unstructured.Unstructured) *Signal {
-	var parts []string
-	var first *corev1.ObjectReference
+// ClusterAPIRollouts returns one Cluster API signal per object rolling out (see ClusterAPIRollout),
+// ordered by kind, namespace and name. Each rollout is a signal of its own, with its own maximum
+// pause: a MachineDeployment that starts rolling out while another is stuck pauses remediation
+// again. A rollout began when the object's RollingOut condition (v1beta2, also under
+// status.v1beta2 of v1beta1 objects) became True or, for a v1beta1 KubeadmControlPlane, when
+// MachinesSpecUpToDate became False; without those, Since is zero and the gate fills it in.
+func ClusterAPIRollouts(objs []unstructured.Unstructured) []Signal {
+	var out []Signal
 	for i := range objs {
-		why := ClusterAPIRollout(&objs[i])
+		o := &objs[i]
+		why := ClusterAPIRollout(o)
 		if why == "" {
 			continue
 		}
-		if first == nil {
-			first = reference(&objs[i])
-		}
-		if len(parts) == maxNamedNodes {
-			parts = append(parts, "and more")
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s %s/%s (%s)", objs[i].GetKind(), objs[i].GetNamespace(), objs[i].GetName(), why))
+		out = append(out, Signal{Detector: DetectorClusterAPI, Reason: remediationv1alpha1.ConditionReasonClusterAPIRollout,
+			Message: fmt.Sprintf("Cluster API rolls out %s %s/%s (%s)", o.GetKind(), o.GetNamespace(), o.GetName(), why),
+			Object:  reference(o), Since: rolloutSince(o)})
 	}
-	if first == nil {
-		return nil
+	slices.SortFunc(out, func(a, b Signal) int { return strings.Compare(a.key(), b.key()) })
+	return out
+}
+
+// rolloutSince returns when a Cluster API object's rollout began, as its conditions tell, or zero.
+func rolloutSince(obj *unstructured.Unstructured) time.Time {
+	for _, path := range [][]string{{"status", "conditions"}, {"status", "v1beta2", "conditions"}} {
+		if c := findConditionAt(obj, "RollingOut", path...); c != nil && c["status"] == "True" {
+			return timeField(c, "lastTransitionTime")
+		}
 	}
-	return &Signal{Detector: DetectorClusterAPI, Reason: remediationv1alpha1.ConditionReasonClusterAPIRollout,
-		Message: "Cluster API rolls out " + strings.Join(parts, ", "), Object: first}
+	if c := findCondition(obj, "MachinesSpecUpToDate"); c != nil && c["status"] == "False" {
+		return timeField(c, "lastTransitionTime")
+	}
+	return time.Time{}
 }
 
 // PauseConfigMap returns the pause signal of an existing pause ConfigMap; its data key "reason", when
-// set, is quoted in the message.
+// set, is quoted in the message. It is explicit: the maximum pause does not end it.
 func PauseConfigMap(cm *corev1.ConfigMap) *Signal {
 	msg := fmt.Sprintf("pause ConfigMap %s/%s exists", cm.Namespace, cm.Name)
 	if r := cm.Data["reason"]; r != "" {
 		msg += ": " + r
 	}
 	return &Signal{Detector: DetectorPauseObject, Reason: remediationv1alpha1.ConditionReasonPauseObject, Message: msg,
-		Object: &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID}}
+		Object: &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: cm.UID},
+		Since:  cm.CreationTimestamp.Time, Explicit: true}
 }
 
 // PauseLease returns the pause signal of an existing pause Lease, unless it expired: a Lease with
 // spec.leaseDurationSeconds pauses until renewTime (or acquireTime) plus that duration, so a tool
 // that dies does not pause remediation forever; without a duration it pauses until deleted. until
-// is when the signal expires (zero: never).
+// is when the signal expires (zero: never). It is explicit: the maximum pause does not end it.
 func PauseLease(l *coordinationv1.Lease, now time.Time) (s *Signal, until time.Time) {
 	msg := fmt.Sprintf("pause Lease %s/%s exists", l.Namespace, l.Name)
 	if h := l.Spec.HolderIdentity; h != nil && *h != "" {
 		msg += ", held by " + *h
 	}
+	since := l.CreationTimestamp.Time
+	if l.Spec.AcquireTime != nil {
+		since = l.Spec.AcquireTime.Time
+	}
 	if l.Spec.LeaseDurationSeconds != nil {
-		start := l.CreationTimestamp.Time
-		if l.Spec.AcquireTime != nil {
-			start = l.Spec.AcquireTime.Time
-		}
+		start := since
 		if l.Spec.RenewTime != nil {
 			start = l.Spec.RenewTime.Time
 		}
@@ -157,17 +180,33 @@ func PauseLease(l *coordinationv1.Lease, now time.Time) (s *Signal, until time.T
 		msg += " until " + until.UTC().Format(time.RFC3339)
 	}
 	return &Signal{Detector: DetectorPauseObject, Reason: remediationv1alpha1.ConditionReasonPauseObject, Message: msg,
-		Object: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: l.Namespace, Name: l.Name, UID: l.UID}}, until
+		Object: &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease", Namespace: l.Namespace, Name: l.Name, UID: l.UID},
+		Since:  since, Explicit: true}, until
 }
 
 func findCondition(obj *unstructured.Unstructured, condType string) map[string]any {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	return findConditionAt(obj, condType, "status", "conditions")
+}
+
+func findConditionAt(obj *unstructured.Unstructured, condType string, path ...string) map[string]any {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, path...)
 	for _, c := range conds {
 		if m, ok := c.(map[string]any); ok && m["type"] == condType {
 			return m
 		}
 	}
 	return nil
+}
+
+// timeField reads an RFC 3339 time from a field of an unstructured map; zero when it is missing or
+// does not parse.
+func timeField(m map[string]any, field string) time.Time {
+	v, _ := m[field].(string)
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
 }
 
 func reference(obj *unstructured.Unstructured) *corev1.ObjectReference {

@@ -29,15 +29,27 @@ func conditions(kv ...string) []any {
 	return out
 }
 
+func progressing(since string) []any {
+	return []any{map[string]any{"type": "Progressing", "status": "True", "message": "Working towards 4.20.1", "lastTransitionTime": since}}
+}
+
 func TestClusterVersionProgressing(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
 		status map[string]any
 		want   bool
+		since  time.Time
 	}{
-		{"no status", nil, false},
-		{"available", map[string]any{"conditions": conditions("Available", "True", "Progressing", "False")}, false},
-		{"upgrading", map[string]any{"conditions": conditions("Available", "True", "Progressing", "True")}, true},
+		{"no status", nil, false, time.Time{}},
+		{"available", map[string]any{"conditions": conditions("Available", "True", "Progressing", "False")}, false, time.Time{}},
+		{"upgrading, no time", map[string]any{"conditions": conditions("Available", "True", "Progressing", "True")}, true, time.Time{}},
+		{"upgrading since the condition changed", map[string]any{"conditions": progressing("2026-11-22T10:00:00Z"),
+			"history": []any{map[string]any{"state": "Partial", "startedTime": "2026-11-22T09:59:58Z"}}}, true, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
+		{"a new update started while progressing", map[string]any{"conditions": progressing("2026-11-22T10:00:00Z"),
+			"history": []any{map[string]any{"state": "Partial", "startedTime": "2026-11-22T11:30:00Z"}, map[string]any{"state": "Partial", "startedTime": "2026-11-22T10:00:00Z"}}},
+			true, time.Date(2026, 11, 22, 11, 30, 0, 0, time.UTC)},
+		{"a completed update does not restart it", map[string]any{"conditions": progressing("2026-11-22T10:00:00Z"),
+			"history": []any{map[string]any{"state": "Completed", "startedTime": "2026-11-22T11:30:00Z"}}}, true, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cv := obj("ClusterVersion", "version", 1, nil, tt.status)
@@ -45,8 +57,11 @@ func TestClusterVersionProgressing(t *testing.T) {
 			if (s != nil) != tt.want {
 				t.Fatalf("got %+v", s)
 			}
-			if s != nil && (!strings.Contains(s.Message, "Working towards 4.20.1") || s.Object.Name != "version") {
+			if s != nil && (!strings.Contains(s.Message, "Working towards 4.20.1") || s.Object.Name != "version" || s.Explicit) {
 				t.Errorf("signal %+v", s)
+			}
+			if s != nil && !s.Since.Equal(tt.since) {
+				t.Errorf("since %s, want %s", s.Since, tt.since)
 			}
 		})
 	}
@@ -131,14 +146,46 @@ func TestClusterAPIRollout(t *testing.T) {
 		t.Errorf("settled objects: %+v", s)
 	}
 	s := ClusterAPIRollouts([]unstructured.Unstructured{settled, rolling})
-	if s == nil || s.Object.Name != "md" || !strings.Contains(s.Message, "MachineDeployment ns/md (2 of 3 replicas are up to date)") {
+	if len(s) != 1 || s[0].Object.Name != "md" || s[0].Message != "Cluster API rolls out MachineDeployment ns/md (2 of 3 replicas are up to date)" || !s[0].Since.IsZero() || s[0].Explicit {
 		t.Errorf("rolling: %+v", s)
+	}
+}
+
+func TestClusterAPIRolloutsAreOneSignalEach(t *testing.T) {
+	began := "2026-11-22T10:00:00Z"
+	withTime := func(kv ...string) []any {
+		out := conditions(kv...)
+		for _, c := range out {
+			c.(map[string]any)["lastTransitionTime"] = began
+		}
+		return out
+	}
+	spec := map[string]any{"replicas": int64(3)}
+	objs := []unstructured.Unstructured{
+		obj("MachineDeployment", "b", 1, spec, map[string]any{"observedGeneration": int64(1), "replicas": int64(3), "upToDateReplicas": int64(3),
+			"conditions": withTime("RollingOut", "True")}),
+		obj("MachineDeployment", "a", 1, spec, map[string]any{"observedGeneration": int64(1), "replicas": int64(4), "updatedReplicas": int64(3),
+			"v1beta2": map[string]any{"conditions": withTime("RollingOut", "True")}}),
+		obj("KubeadmControlPlane", "cp", 1, spec, map[string]any{"observedGeneration": int64(1), "replicas": int64(3), "updatedReplicas": int64(1),
+			"conditions": withTime("Ready", "True", "MachinesSpecUpToDate", "False")}),
+		obj("KubeadmControlPlane", "settled", 1, spec, map[string]any{"observedGeneration": int64(1), "replicas": int64(3), "updatedReplicas": int64(3),
+			"conditions": withTime("MachinesSpecUpToDate", "True")}),
+	}
+	s := ClusterAPIRollouts(objs)
+	want := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	if len(s) != 3 {
+		t.Fatalf("want three signals, got %+v", s)
+	}
+	for i, name := range []string{"cp", "a", "b"} { // by kind, namespace and name
+		if s[i].Object.Name != name || !s[i].Since.Equal(want) || !strings.Contains(s[i].Message, "ns/"+name+" (") {
+			t.Errorf("signal %d: %+v, want %s since %s", i, s[i], name, want)
+		}
 	}
 }
 
 func TestPauseObjects(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "pause"}, Data: map[string]string{"reason": "upgrading to 1.38"}}
-	if s := PauseConfigMap(cm); !strings.Contains(s.Message, "ops/pause exists: upgrading to 1.38") || s.Object.Kind != "ConfigMap" {
+	if s := PauseConfigMap(cm); !strings.Contains(s.Message, "ops/pause exists: upgrading to 1.38") || s.Object.Kind != "ConfigMap" || !s.Explicit {
 		t.Errorf("ConfigMap signal %+v", s)
 	}
 
@@ -146,7 +193,7 @@ func TestPauseObjects(t *testing.T) {
 	created := metav1.NewTime(now.Add(-time.Hour))
 	renewed := metav1.NewMicroTime(now.Add(-5 * time.Minute))
 	forever := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "pause", CreationTimestamp: created}}
-	if s, until := PauseLease(forever, now); s == nil || !until.IsZero() {
+	if s, until := PauseLease(forever, now); s == nil || !until.IsZero() || !s.Explicit || !s.Since.Equal(created.Time) {
 		t.Errorf("a Lease without a duration pauses until deleted: %+v %s", s, until)
 	}
 	held := &coordinationv1.Lease{ObjectMeta: forever.ObjectMeta, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("tool"), LeaseDurationSeconds: ptr.To[int32](600), RenewTime: &renewed}}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -43,8 +44,71 @@ type Signal struct {
 	Reason string
 	// Message says what was seen, for an administrator.
 	Message string
-	// Object is the object that shows it, when there is one; events are emitted on it.
+	// Object is the object that shows it, when there is one; events are emitted on it. A detector's
+	// signals are told apart by their objects.
 	Object *corev1.ObjectReference
+	// Since is when the signal began, from the object that shows it where that has a time (the
+	// ClusterVersion's Progressing condition, a Cluster API object's RollingOut condition); zero
+	// there, the gate fills in when it first saw the signal (see Gate.Report, Gate.NodeSignals).
+	Since time.Time
+	// Explicit is set on the pause object's signal: someone asked for the pause, and it holds for as
+	// long as the object exists, whatever the maximum pause.
+	Explicit bool
+}
+
+// Expires returns when the signal stops holding new remediations back under the maximum pause:
+// maxPause after it began (a signal without Since as if it began at now); zero when it never does
+// (no maximum pause, or the explicit pause object).
+func (s Signal) Expires(maxPause time.Duration, now time.Time) time.Time {
+	if s.Explicit || maxPause <= 0 {
+		return time.Time{}
+	}
+	since := s.Since
+	if since.IsZero() {
+		since = now
+	}
+	return since.Add(maxPause)
+}
+
+// Blocks reports whether the signal holds new remediations back at now: until its maximum pause
+// has passed (see Expires).
+func (s Signal) Blocks(maxPause time.Duration, now time.Time) bool {
+	at := s.Expires(maxPause, now)
+	return at.IsZero() || now.Before(at)
+}
+
+// key tells one detector's signals apart: the same object is the same signal.
+func (s Signal) key() string {
+	if s.Object == nil {
+		return s.Detector
+	}
+	return s.Detector + "/" + s.Object.Kind + "/" + s.Object.Namespace + "/" + s.Object.Name
+}
+
+// stamp returns signals with Since set where it is zero: the Since of the same signal in prev (a
+// signal seen before keeps its start), or now (a new one). prev's signals are stamped already.
+func stamp(signals, prev []Signal, now time.Time) []Signal {
+	if len(signals) == 0 {
+		return nil
+	}
+	out := slices.Clone(signals)
+	for i := range out {
+		if !out[i].Since.IsZero() {
+			continue
+		}
+		out[i].Since = now
+		if j := slices.IndexFunc(prev, func(p Signal) bool { return p.key() == out[i].key() }); j >= 0 {
+			out[i].Since = prev[j].Since
+		}
+	}
+	return out
+}
+
+// sameSignals reports whether two stamped lists say the same.
+func sameSignals(a, b []Signal) bool {
+	return slices.EqualFunc(a, b, func(x, y Signal) bool {
+		return x.key() == y.key() && x.Reason == y.Reason && x.Message == y.Message && x.Since.Equal(y.Since) && x.Explicit == y.Explicit
+	})
 }
 
 // MachineHealthChecks is what the MachineHealthCheck detector found.
@@ -64,7 +128,8 @@ type Verdict struct {
 	Known bool
 	// Pending says, while the gate is not known, which detectors have not reported yet and why.
 	Pending string
-	// Closed are the cluster-wide signals that block new remediations, in detector order.
+	// Closed are the cluster-wide signals seen, in detector order, each with its Since. Whether one
+	// still blocks new remediations depends on the maximum pause (Signal.Blocks).
 	Closed []Signal
 	// HostedControlPlane turns on the MachineConfig node detector.
 	HostedControlPlane bool
@@ -74,8 +139,11 @@ type Verdict struct {
 	MachineHealthChecks MachineHealthChecks
 }
 
-// Blocking reports whether the cluster-wide state blocks new remediations.
-func (v Verdict) Blocking() bool { return !v.Known || len(v.Closed) > 0 }
+// Blocking reports whether the cluster-wide state blocks new remediations at now: the gate is not
+// known, or a signal blocks under the maximum pause (zero: no bound).
+func (v Verdict) Blocking(maxPause time.Duration, now time.Time) bool {
+	return !v.Known || slices.ContainsFunc(v.Closed, func(s Signal) bool { return s.Blocks(maxPause, now) })
+}
 
 // Gate is the shared, thread-safe state of the upgrade detectors. The upgradeguard controller
 // writes it; the nhc controller reads it on every evaluation and is notified of every change, and the
@@ -83,22 +151,24 @@ func (v Verdict) Blocking() bool { return !v.Known || len(v.Closed) > 0 }
 type Gate struct {
 	mu         sync.Mutex
 	discovered bool
-	expected   []string          // enabled detectors, in the order they were enabled
-	reported   map[string]bool   // detectors evaluated at least once
-	errs       map[string]string // last error of a detector that has not reported yet
-	closed     map[string]Signal
+	expected   []string            // enabled detectors, in the order they were enabled
+	reported   map[string]bool     // detectors evaluated at least once
+	errs       map[string]string   // last error of a detector that has not reported yet
+	closed     map[string][]Signal // per detector, stamped (Since set)
 	hcp        bool
 	mhc        MachineHealthChecks
 	nodeRoll   bool
 	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks (metrics).
 	nodeClosed map[string]map[string]bool
-	subs       []chan event.GenericEvent
+	// nodeSignals holds, per NodeHealthCheck, the node-level signals of its last evaluation, stamped.
+	nodeSignals map[string][]Signal
+	subs        []chan event.GenericEvent
 }
 
 // NewGate returns an unknown gate. nodeRollout turns on the kubelet rolling-upgrade node detector.
 func NewGate(nodeRollout bool) *Gate {
-	g := &Gate{reported: map[string]bool{}, errs: map[string]string{}, closed: map[string]Signal{},
-		nodeRoll: nodeRollout, nodeClosed: map[string]map[string]bool{}}
+	g := &Gate{reported: map[string]bool{}, errs: map[string]string{}, closed: map[string][]Signal{},
+		nodeRoll: nodeRollout, nodeClosed: map[string]map[string]bool{}, nodeSignals: map[string][]Signal{}}
 	observeState(DetectorNodeRollout, nodeRollout, false)
 	return g
 }
@@ -126,24 +196,26 @@ func (g *Gate) Discovered() {
 	})
 }
 
-// Report records a detector's evaluation: closed is nil when it sees no upgrade. It returns the
-// previous signal (nil: it was open) and whether the detector had reported before.
-func (g *Gate) Report(detector string, closed *Signal) (prev *Signal, reportedBefore bool) {
+// Report records a detector's evaluation at now: the signals it sees, none when it sees no upgrade.
+// A signal without Since keeps the start it had in the detector's previous report (the same
+// object), or starts now: the gate remembers when it first saw it. That memory is lost when the
+// operator restarts or another replica takes over, and the signal then starts anew: its maximum pause
+// may run again, never shorter. It returns the previous signals and whether the detector had
+// reported before.
+func (g *Gate) Report(detector string, signals []Signal, now time.Time) (prev []Signal, reportedBefore bool) {
 	g.update(func() bool {
-		old, wasClosed := g.closed[detector]
-		if wasClosed {
-			prev = &old
-		}
+		prev = g.closed[detector]
 		reportedBefore = g.reported[detector]
 		g.reported[detector] = true
 		delete(g.errs, detector)
-		if closed == nil {
+		stamped := stamp(signals, prev, now)
+		if len(stamped) == 0 {
 			delete(g.closed, detector)
 		} else {
-			g.closed[detector] = *closed
+			g.closed[detector] = stamped
 		}
-		setGauge(detector, closed != nil)
-		return !reportedBefore || wasClosed != (closed != nil) || (closed != nil && old.Message != closed.Message)
+		setGauge(detector, len(stamped) > 0)
+		return !reportedBefore || !sameSignals(prev, stamped)
 	})
 	return prev, reportedBefore
 }
@@ -192,11 +264,42 @@ func (g *Gate) MachineHealthChecks() (MachineHealthChecks, bool) {
 	return g.mhc, g.reported[DetectorMachineHealthCheck]
 }
 
-// ReportNode records whether a node-level detector blocks one NodeHealthCheck (closed false also
-// when the NodeHealthCheck is gone), for the gate metric.
+// NodeSignals records the node-level signals one NodeHealthCheck sees at now and returns them with
+// Since set where it is zero: a signal of its previous evaluation (the same detector and object)
+// keeps its start, a new one starts now. Like Report's, this memory lives only as long as the
+// operator process. It also sets the gate metric of the node-level detectors.
+func (g *Gate) NodeSignals(nhc string, signals []Signal, now time.Time) []Signal {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := stamp(signals, g.nodeSignals[nhc], now)
+	if len(out) == 0 {
+		delete(g.nodeSignals, nhc)
+	} else {
+		g.nodeSignals[nhc] = out
+	}
+	for _, d := range []string{DetectorNodeRollout, DetectorMachineConfig} {
+		g.reportNode(d, nhc, slices.ContainsFunc(out, func(s Signal) bool { return s.Detector == d }))
+	}
+	return slices.Clone(out)
+}
+
+// ReportNode records whether a node-level detector blocks one NodeHealthCheck, for the gate metric.
+// closed false, also when the NodeHealthCheck is gone, forgets its signals of that detector.
 func (g *Gate) ReportNode(detector, nhc string, closed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.reportNode(detector, nhc, closed)
+}
+
+func (g *Gate) reportNode(detector, nhc string, closed bool) {
+	if !closed {
+		kept := slices.DeleteFunc(g.nodeSignals[nhc], func(s Signal) bool { return s.Detector == detector })
+		if len(kept) == 0 {
+			delete(g.nodeSignals, nhc)
+		} else {
+			g.nodeSignals[nhc] = kept
+		}
+	}
 	set := g.nodeClosed[detector]
 	if set == nil {
 		set = map[string]bool{}
@@ -232,9 +335,7 @@ func (g *Gate) Verdict() Verdict {
 				pending = append(pending, d+": not evaluated yet")
 			}
 		}
-		if s, ok := g.closed[d]; ok {
-			v.Closed = append(v.Closed, s)
-		}
+		v.Closed = append(v.Closed, g.closed[d]...)
 	}
 	if !v.Known {
 		v.Pending = strings.Join(pending, "; ")

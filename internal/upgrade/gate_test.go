@@ -5,16 +5,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestGateStartsUnknownAndBlocks(t *testing.T) {
 	g := NewGate(false)
 	v := g.Verdict()
-	if v.Known || !v.Blocking() || !strings.Contains(v.Pending, "not been discovered") {
+	if v.Known || !v.Blocking(0, t0) || !strings.Contains(v.Pending, "not been discovered") {
 		t.Fatalf("a new gate must be unknown and block: %+v", v)
 	}
 	g.Discovered()
-	if v := g.Verdict(); !v.Known || v.Blocking() {
+	if v := g.Verdict(); !v.Known || v.Blocking(0, t0) {
 		t.Fatalf("discovered without detectors: known and open, got %+v", v)
 	}
 }
@@ -29,7 +32,7 @@ func TestGateIsUnknownUntilEveryDetectorReported(t *testing.T) {
 	if v.Known || !strings.Contains(v.Pending, "clusterversion: clusterversions is forbidden") || !strings.Contains(v.Pending, "infrastructure: not evaluated yet") {
 		t.Fatalf("pending detectors and their errors must be named: %+v", v)
 	}
-	g.Report(DetectorClusterVersion, &cv)
+	g.Report(DetectorClusterVersion, []Signal{cv}, t0)
 	if v := g.Verdict(); v.Known {
 		t.Fatalf("infrastructure has not reported: %+v", v)
 	}
@@ -43,8 +46,8 @@ func TestGateIsUnknownUntilEveryDetectorReported(t *testing.T) {
 	if v := g.Verdict(); !v.Known || len(v.Closed) != 1 {
 		t.Fatalf("an error must not forget the last state: %+v", v)
 	}
-	prev, before := g.Report(DetectorClusterVersion, nil)
-	if prev == nil || !before || g.Verdict().Blocking() {
+	prev, before := g.Report(DetectorClusterVersion, nil, t0)
+	if len(prev) != 1 || !before || g.Verdict().Blocking(0, t0) {
 		t.Fatalf("opening: prev %v, before %v, verdict %+v", prev, before, g.Verdict())
 	}
 }
@@ -66,16 +69,16 @@ func TestGateNotifiesChangesAndCoalesces(t *testing.T) {
 	a, b := g.Changes(), g.Changes()
 	g.Expect(DetectorPauseObject)
 	g.Discovered()
-	g.Report(DetectorPauseObject, &np)
+	g.Report(DetectorPauseObject, []Signal{pause}, t0)
 	if len(a) != 1 || len(b) != 1 {
 		t.Fatalf("each subscriber gets one pending event for several changes: %d, %d", len(a), len(b))
 	}
 	<-a
-	g.Report(DetectorPauseObject, &np) // same signal: no change
+	g.Report(DetectorPauseObject, []Signal{pause}, t0) // same signal: no change
 	if len(a) != 0 {
 		t.Fatal("an unchanged report notified")
 	}
-	g.Report(DetectorPauseObject, nil)
+	g.Report(DetectorPauseObject, nil, t0)
 	if len(a) != 1 {
 		t.Fatal("opening did not notify")
 	}
@@ -92,11 +95,12 @@ func TestGateIsSafeForConcurrentUse(t *testing.T) {
 			for j := range 200 {
 				switch (i + j) % 4 {
 				case 0:
-					g.Report(DetectorClusterAPI, &np)
+					g.Report(DetectorClusterAPI, []Signal{capi}, t0)
 				case 1:
-					g.Report(DetectorClusterAPI, nil)
+					g.Report(DetectorClusterAPI, nil, t0)
 				case 2:
 					g.ReportNode(DetectorNodeRollout, "nhc", j%2 == 0)
+					g.NodeSignals("nhc", []Signal{np}, t0)
 				default:
 					_ = g.Verdict()
 				}
@@ -108,4 +112,92 @@ func TestGateIsSafeForConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func md(name string) Signal {
+	s := capi
+	s.Message = "Cluster API rolls out MachineDeployment ns/" + name
+	s.Object = &corev1.ObjectReference{Kind: "MachineDeployment", Namespace: "ns", Name: name}
+	return s
+}
+
+func TestGateRemembersWhenItFirstSawEachSignal(t *testing.T) {
+	g := NewGate(false)
+	g.Expect(DetectorClusterAPI)
+	g.Expect(DetectorClusterVersion)
+	g.Discovered()
+	g.Report(DetectorClusterAPI, []Signal{md("a")}, t0)
+	g.Report(DetectorClusterAPI, []Signal{md("a"), md("b")}, t0.Add(time.Hour))
+	fromObject := began(cv, 3*time.Hour)
+	g.Report(DetectorClusterVersion, []Signal{fromObject}, t0.Add(time.Hour))
+	v := g.Verdict()
+	if len(v.Closed) != 3 || !v.Closed[0].Since.Equal(t0) || !v.Closed[1].Since.Equal(t0.Add(time.Hour)) || !v.Closed[2].Since.Equal(fromObject.Since) {
+		t.Fatalf("each signal keeps when it began, a time from its object wins: %+v", v.Closed)
+	}
+	if !v.Blocking(2*time.Hour, t0.Add(2*time.Hour)) {
+		t.Error("b began an hour ago and blocks for two")
+	}
+	if v.Blocking(time.Hour, t0.Add(2*time.Hour)) {
+		t.Error("every signal has been seen for longer than an hour")
+	}
+
+	// a's rollout ends; when it starts again, it is a new signal.
+	g.Report(DetectorClusterAPI, []Signal{md("b")}, t0.Add(2*time.Hour))
+	g.Report(DetectorClusterAPI, []Signal{md("a"), md("b")}, t0.Add(3*time.Hour))
+	v = g.Verdict()
+	if !v.Closed[0].Since.Equal(t0.Add(3*time.Hour)) || !v.Closed[1].Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("a began anew, b kept its start: %+v", v.Closed)
+	}
+
+	// A restart loses the memory: the signal starts when the new gate first sees it.
+	g = NewGate(false)
+	g.Expect(DetectorClusterAPI)
+	g.Discovered()
+	g.Report(DetectorClusterAPI, []Signal{md("a")}, t0.Add(4*time.Hour))
+	if v := g.Verdict(); !v.Closed[0].Since.Equal(t0.Add(4 * time.Hour)) {
+		t.Fatalf("after a restart the signal starts anew: %+v", v.Closed)
+	}
+}
+
+func TestGateNotifiesWhenASignalStartsAnew(t *testing.T) {
+	g := NewGate(false)
+	ch := g.Changes()
+	g.Discovered()
+	g.Report(DetectorClusterVersion, []Signal{began(cv, time.Hour)}, t0)
+	<-ch
+	g.Report(DetectorClusterVersion, []Signal{began(cv, time.Hour)}, t0.Add(time.Minute))
+	if len(ch) != 0 {
+		t.Fatal("an unchanged report notified")
+	}
+	g.Report(DetectorClusterVersion, []Signal{began(cv, 0)}, t0.Add(time.Minute))
+	if len(ch) != 1 {
+		t.Fatal("a new start did not notify")
+	}
+}
+
+func TestGateRemembersNodeSignalsPerNodeHealthCheck(t *testing.T) {
+	g := NewGate(true)
+	mc := func(node string) Signal {
+		return Signal{Detector: DetectorMachineConfig, Reason: "MachineConfigUpdating", Message: "node " + node, Object: &corev1.ObjectReference{Kind: "Node", Name: node}}
+	}
+	g.NodeSignals("one", []Signal{np, mc("n1")}, t0)
+	g.NodeSignals("two", []Signal{np}, t0.Add(time.Hour))
+	got := g.NodeSignals("one", []Signal{np, mc("n1"), mc("n2")}, t0.Add(2*time.Hour))
+	if len(got) != 3 || !got[0].Since.Equal(t0) || !got[1].Since.Equal(t0) || !got[2].Since.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("one keeps its starts, a new node starts now: %+v", got)
+	}
+	if got := g.NodeSignals("two", []Signal{np}, t0.Add(2*time.Hour)); !got[0].Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("each NodeHealthCheck has its own memory: %+v", got)
+	}
+	g.NodeSignals("one", []Signal{mc("n2")}, t0.Add(3*time.Hour))
+	if got := g.NodeSignals("one", []Signal{np, mc("n2")}, t0.Add(4*time.Hour)); !got[0].Since.Equal(t0.Add(4*time.Hour)) || !got[1].Since.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("a rollout seen again after it was gone starts anew: %+v", got)
+	}
+	g.ReportNode(DetectorNodeRollout, "two", false) // the NodeHealthCheck is gone
+	if got := g.NodeSignals("two", []Signal{np}, t0.Add(5*time.Hour)); !got[0].Since.Equal(t0.Add(5 * time.Hour)) {
+		t.Fatalf("a forgotten NodeHealthCheck starts anew: %+v", got)
+	}
+	if got := g.NodeSignals("one", []Signal{began(np, 30*time.Minute)}, t0.Add(5*time.Hour)); !got[0].Since.Equal(t0.Add(-30 * time.Minute)) {
+		t.Fatalf("a given start is kept: %+v", got)
+	}
 }

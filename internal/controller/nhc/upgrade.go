@@ -16,18 +16,16 @@ import (
 // upgradeOutcome decides the NodeHealthCheck's UpgradeInProgress condition from the gate's
 // cluster-wide signals and the node-level ones of its own nodes: a kubelet rolling upgrade among the
 // selected nodes (when that detector is on) and, on hosted control planes, a MachineConfig update of
-// a node about to be remediated (unhealthy, without a remediation yet).
+// a node about to be remediated (unhealthy, without a remediation yet). The gate remembers when this
+// NodeHealthCheck first saw each node-level signal, for the maximum pause.
 func (r *Reconciler) upgradeOutcome(stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []corev1.Node,
 	crs map[string][]unstructured.Unstructured, conditions []remediationv1alpha1.UnhealthyCondition, now time.Time) upgrade.Outcome {
-	signals := slices.Clone(v.Closed)
-	var rolling *upgrade.Signal
+	var node []upgrade.Signal
 	if v.NodeRollout {
-		rolling = upgrade.RollingUpgrade(nodes)
-		if rolling != nil {
-			signals = append(signals, *rolling)
+		if s := upgrade.RollingUpgrade(nodes); s != nil {
+			node = append(node, *s)
 		}
 	}
-	updating := false
 	if v.HostedControlPlane {
 		for i := range nodes {
 			n := &nodes[i]
@@ -35,15 +33,14 @@ func (r *Reconciler) upgradeOutcome(stored *remediationv1alpha1.NodeHealthCheck,
 				continue
 			}
 			if s := upgrade.MachineConfigUpdating(n); s != nil && health.EvaluateNode(conditions, n.Status.Conditions, now).State == health.Unhealthy {
-				signals = append(signals, *s)
-				updating = true
+				node = append(node, *s)
 			}
 		}
 	}
 	if r.Gate != nil {
-		r.Gate.ReportNode(upgrade.DetectorNodeRollout, stored.Name, rolling != nil)
-		r.Gate.ReportNode(upgrade.DetectorMachineConfig, stored.Name, updating)
+		node = r.Gate.NodeSignals(stored.Name, node, now) // when each began, and the gate metric
 	}
+	signals := append(slices.Clone(v.Closed), node...)
 	return upgrade.Condition(upgrade.ConditionInput{Known: v.Known, Pending: v.Pending, Signals: signals, MaxPause: r.MaxPause,
 		Previous: meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress),
 		Now:      now, Generation: stored.Generation})

@@ -78,6 +78,9 @@ type Reconciler struct {
 	// Gate is the upgrade gate; checked right before a first CR is created, because it may have
 	// closed after the status approving the CR was written. nil: no upgrade awareness.
 	Gate *upgrade.Gate
+	// MaxPause bounds how long each upgrade signal holds new remediations back, as for the nhc
+	// controller; zero: no bound.
+	MaxPause time.Duration
 
 	watcher *dynamicwatch.Watcher
 	// reported remembers "first wins" skips already reported, so each is reported once (again after
@@ -172,7 +175,7 @@ func (r *Reconciler) tend(ctx context.Context, nhc *remediationv1alpha1.NodeHeal
 // NodeHealthCheck was paused, disabled or held back by an upgrade since the approval. It returns when
 // to look again.
 func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, now time.Time) (time.Time, error) {
-	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) || r.upgradeHolds(nhc) {
+	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) || r.upgradeHolds(nhc, now) {
 		return time.Time{}, nil
 	}
 	first := health.Escalate(steps, nil, now).Next
@@ -194,18 +197,15 @@ func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHea
 }
 
 // upgradeHolds reports whether an upgrade holds new remediations back: the NodeHealthCheck's
-// UpgradeInProgress condition is not False, or the gate blocks although the condition did not say so
-// yet (it closed after the status was written, or the operator just started). A pause that expired
-// (UpgradePauseExpired) does not hold.
-func (r *Reconciler) upgradeHolds(nhc *remediationv1alpha1.NodeHealthCheck) bool {
+// UpgradeInProgress condition is not False, or the gate blocks at now although the condition did not
+// say so yet (a signal appeared after the status was written, also after an earlier pause expired,
+// or the operator just started). Signals whose maximum pause has passed do not hold.
+func (r *Reconciler) upgradeHolds(nhc *remediationv1alpha1.NodeHealthCheck, now time.Time) bool {
 	c := meta.FindStatusCondition(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
 	if c != nil && c.Status != metav1.ConditionFalse {
 		return true
 	}
-	if r.Gate == nil || (c != nil && c.Reason == remediationv1alpha1.ConditionReasonUpgradePauseExpired) {
-		return false
-	}
-	return r.Gate.Verdict().Blocking()
+	return r.Gate != nil && r.Gate.Verdict().Blocking(r.MaxPause, now)
 }
 
 // etcdRetry is how soon a control-plane node blocked by the etcd guard is looked at again: etcd

@@ -78,7 +78,7 @@ type Guard struct {
 	Gate *upgrade.Gate
 	// Recorder emits events on the objects that show a signal.
 	Recorder events.EventRecorder
-	// Clock tells the time (pause Lease expiry).
+	// Clock tells the time (pause Lease expiry, when the gate first saw a signal).
 	Clock clock.PassiveClock
 	// ClusterAPI turns on the Cluster API rollout detector.
 	ClusterAPI bool
@@ -243,18 +243,35 @@ func (g *Guard) flagged(name string) bool {
 	return false
 }
 
-// report hands a detector's signal to the gate and emits an event on the object that shows it when
-// the detector closes or opens the gate.
-func (g *Guard) report(ctx context.Context, detector string, s *upgrade.Signal) {
-	prev, before := g.Gate.Report(detector, s)
+// report hands a detector's signals to the gate and emits an event on the object that shows each
+// signal when it appears or goes.
+func (g *Guard) report(ctx context.Context, detector string, signals []upgrade.Signal) {
+	prev, before := g.Gate.Report(detector, signals, g.Clock.Now())
 	log := ctrl.LoggerFrom(ctx).WithValues("detector", detector)
-	switch {
-	case s != nil && prev == nil:
-		log.Info("Upgrade detected, no new remediation starts", "signal", s.Message)
-		g.event(s.Object, corev1.EventTypeNormal, EventReasonUpgradeDetected, "No new remediation starts: "+s.Message)
-	case s == nil && prev != nil && before:
-		log.Info("Upgrade signal gone", "signal", prev.Message)
-		g.event(prev.Object, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Upgrade signal gone, remediation resumes unless another holds it: "+prev.Message)
+	for _, s := range signals {
+		if !slices.ContainsFunc(prev, sameObject(s)) {
+			log.Info("Upgrade detected, no new remediation starts", "signal", s.Message)
+			g.event(s.Object, corev1.EventTypeNormal, EventReasonUpgradeDetected, "No new remediation starts: "+s.Message)
+		}
+	}
+	if !before {
+		return
+	}
+	for _, p := range prev {
+		if !slices.ContainsFunc(signals, sameObject(p)) {
+			log.Info("Upgrade signal gone", "signal", p.Message)
+			g.event(p.Object, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Upgrade signal gone, remediation resumes unless another holds it: "+p.Message)
+		}
+	}
+}
+
+// sameObject matches the signals shown by the same object as s.
+func sameObject(s upgrade.Signal) func(upgrade.Signal) bool {
+	return func(o upgrade.Signal) bool {
+		if s.Object == nil || o.Object == nil {
+			return s.Object == nil && o.Object == nil
+		}
+		return s.Object.Kind == o.Object.Kind && s.Object.Namespace == o.Object.Namespace && s.Object.Name == o.Object.Name
 	}
 }
 

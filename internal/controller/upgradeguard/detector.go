@@ -67,13 +67,13 @@ func evaluateClusterVersion(ctx context.Context, g *Guard, served []schema.Group
 	if err != nil {
 		return time.Time{}, err
 	}
-	var s *upgrade.Signal
+	var signals []upgrade.Signal
 	for i := range cvs {
-		if s = upgrade.ClusterVersionProgressing(&cvs[i]); s != nil {
-			break
+		if s := upgrade.ClusterVersionProgressing(&cvs[i]); s != nil {
+			signals = append(signals, *s)
 		}
 	}
-	g.report(ctx, upgrade.DetectorClusterVersion, s)
+	g.report(ctx, upgrade.DetectorClusterVersion, signals)
 	return time.Time{}, nil
 }
 
@@ -134,7 +134,7 @@ func evaluatePauseObject(ctx context.Context, g *Guard, _ []schema.GroupVersionK
 	cm := &corev1.ConfigMap{}
 	switch err := g.pauseCache.Get(ctx, key, cm); {
 	case err == nil:
-		g.report(ctx, upgrade.DetectorPauseObject, upgrade.PauseConfigMap(cm))
+		g.report(ctx, upgrade.DetectorPauseObject, []upgrade.Signal{*upgrade.PauseConfigMap(cm)})
 		return time.Time{}, nil
 	case !apierrors.IsNotFound(err):
 		return time.Time{}, fmt.Errorf("getting pause ConfigMap %s: %w", key, err)
@@ -142,8 +142,12 @@ func evaluatePauseObject(ctx context.Context, g *Guard, _ []schema.GroupVersionK
 	lease := &coordinationv1.Lease{}
 	switch err := g.pauseCache.Get(ctx, key, lease); {
 	case err == nil:
+		var signals []upgrade.Signal
 		s, until := upgrade.PauseLease(lease, g.Clock.Now())
-		g.report(ctx, upgrade.DetectorPauseObject, s)
+		if s != nil {
+			signals = append(signals, *s)
+		}
+		g.report(ctx, upgrade.DetectorPauseObject, signals)
 		return until, nil
 	case !apierrors.IsNotFound(err):
 		return time.Time{}, fmt.Errorf("getting pause Lease %s: %w", key, err)

@@ -55,10 +55,41 @@ func update(ctx context.Context, n *corev1.Node, change func(*corev1.Node), stat
 	}).Should(Succeed())
 }
 
+// clusterAPI creates a Cluster API object of the kind (MachineDeployment or KubeadmControlPlane,
+// v1beta1) with three replicas and the status; it is deleted after the spec.
+func clusterAPI(ctx context.Context, kind string, status map[string]any) *unstructured.Unstructured {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(map[string]string{"MachineDeployment": "cluster.x-k8s.io/v1beta1", "KubeadmControlPlane": "controlplane.cluster.x-k8s.io/v1beta1"}[kind])
+	obj.SetKind(kind)
+	obj.SetNamespace("default")
+	obj.SetName(e.Unique("workers"))
+	Expect(unstructured.SetNestedField(obj.Object, int64(3), "spec", "replicas")).To(Succeed())
+	e.Create(ctx, obj)
+	setClusterAPIStatus(ctx, obj, status)
+	return obj
+}
+
+// setClusterAPIStatus sets the object's status, observing its latest generation.
+func setClusterAPIStatus(ctx context.Context, obj *unstructured.Unstructured, status map[string]any) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	status["observedGeneration"] = obj.GetGeneration()
+	obj.Object["status"] = status
+	Expect(e.K8s.Status().Update(ctx, obj)).To(Succeed())
+}
+
+// Cluster API statuses (v1beta1 counts, no conditions: the operator measures the pause from when it
+// first saw the rollout).
+func rollingOut() map[string]any {
+	return map[string]any{"replicas": int64(4), "updatedReplicas": int64(1)}
+}
+func rolledOut() map[string]any {
+	return map[string]any{"replicas": int64(3), "updatedReplicas": int64(3)}
+}
+
 var _ = Describe("Upgrade-aware pausing", func() {
 	It("blocks new remediations while the gate is unknown, and starts them within a second once it is known", func(ctx SpecContext) {
 		gate.Expect("test-detector") // enabled, never evaluated yet: unknown
-		DeferCleanup(func() { gate.Report("test-detector", nil) })
+		DeferCleanup(func() { gate.Report("test-detector", nil, e.Clock.Now()) })
 		n, nodes := workers(ctx, 3)
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
@@ -67,7 +98,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("not known yet"))))
 		Expect(gateMetric("test-detector", "unknown")()).To(Equal(1.0))
 
-		gate.Report("test-detector", nil)
+		gate.Report("test-detector", nil, e.Clock.Now())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 		Expect(gateMetric("test-detector", "open")()).To(Equal(1.0))
@@ -150,20 +181,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 
 	DescribeTable("holds new remediations while Cluster API rolls out",
 		func(ctx SpecContext, kind string, rolling, done map[string]any) {
-			obj := &unstructured.Unstructured{}
-			obj.SetAPIVersion(map[string]string{"MachineDeployment": "cluster.x-k8s.io/v1beta1", "KubeadmControlPlane": "controlplane.cluster.x-k8s.io/v1beta1"}[kind])
-			obj.SetKind(kind)
-			obj.SetNamespace("default")
-			obj.SetName(e.Unique("workers"))
-			Expect(unstructured.SetNestedField(obj.Object, int64(3), "spec", "replicas")).To(Succeed())
-			e.Create(ctx, obj)
-			setStatus := func(status map[string]any) {
-				Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-				status["observedGeneration"] = obj.GetGeneration()
-				obj.Object["status"] = status
-				Expect(e.K8s.Status().Update(ctx, obj)).To(Succeed())
-			}
-			setStatus(rolling)
+			obj := clusterAPI(ctx, kind, rolling)
 			n, nodes := workers(ctx, 3)
 			sicken(ctx, nodes[2])
 			Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
@@ -171,7 +189,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 			Expect(gateMetric(upgrade.DetectorClusterAPI, "closed")()).To(Equal(1.0))
 
-			setStatus(done)
+			setClusterAPIStatus(ctx, obj, done)
 			Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 			Eventually(e.Events(ctx, obj.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
 		},
@@ -213,23 +231,37 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(0.0))
 	})
 
-	It("resumes with a warning after the maximum pause, and keeps resuming while the signal is stuck", func(ctx SpecContext) {
-		cm := pauseConfigMap(ctx, "a stuck upgrade")
-		n, nodes := workers(ctx, 3)
-		sicken(ctx, nodes[2])
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+	It("resumes with a warning after a signal's maximum pause, keeps resuming while it is stuck, and pauses again for a new signal", func(ctx SpecContext) {
+		stuck := clusterAPI(ctx, "MachineDeployment", rollingOut())
+		n, nodes := workers(ctx, 5)
+		sicken(ctx, nodes[3])
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+			HaveField("Message", ContainSubstring(stuck.GetName()))))
 		e.Step(ctx, maxPause-time.Minute)
-		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, nodes[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Step(ctx, time.Minute)
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
-			HaveField("Message", ContainSubstring("a stuck upgrade"))))
-		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
+			HaveField("Message", ContainSubstring(stuck.GetName()))))
+		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonUpgradePauseExpired))
 
 		e.Step(ctx, time.Hour)
 		Consistently(upgradeCondition(ctx, n)).WithTimeout(500 * time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
-		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
+
+		By("a rollout that starts while the stuck one is still seen pauses for its own maximum pause")
+		fresh := clusterAPI(ctx, "KubeadmControlPlane", rollingOut())
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+			HaveField("Message", And(ContainSubstring(fresh.GetName()), ContainSubstring("has passed for: Cluster API rolls out MachineDeployment default/"+stuck.GetName())))))
+		sicken(ctx, nodes[4])
+		e.Step(ctx, maxPause-time.Minute)
+		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.Step(ctx, time.Minute)
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.TestCRs(ctx, nodes[4].Name)).Should(HaveLen(1))
+
+		setClusterAPIStatus(ctx, stuck, rolledOut())
+		setClusterAPIStatus(ctx, fresh, rolledOut())
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
