@@ -167,14 +167,15 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
-	It("pauses while a pause Lease without a duration exists", func(ctx SpecContext) {
+	It("pauses while a pause Lease without a duration exists, also beyond the maximum pause", func(ctx SpecContext) {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name}}
 		e.Create(ctx, lease)
 		n, nodes := workers(ctx, 3)
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
-		e.Step(ctx, maxPause-time.Minute)
+		e.Step(ctx, maxPause+time.Hour)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.K8s.Delete(ctx, lease)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 	})
@@ -265,6 +266,34 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
+	It("holds new remediations while the pause object exists, beyond the maximum pause, after another signal's pause expired", func(ctx SpecContext) {
+		rollout := clusterAPI(ctx, "MachineDeployment", rollingOut())
+		n, nodes := workers(ctx, 5)
+		sicken(ctx, nodes[3])
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout))
+		e.Step(ctx, maxPause)
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
+
+		By("the pause object appears and holds for longer than the maximum pause")
+		cm := pauseConfigMap(ctx, "upgrading the workers, by @admin")
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+			HaveField("Message", And(ContainSubstring("upgrading the workers, by @admin"), ContainSubstring("has passed for: Cluster API rolls out")))))
+		sicken(ctx, nodes[4])
+		e.Step(ctx, maxPause+time.Hour)
+		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("pause ConfigMap default/pause-remediation exists"))))
+
+		By("it is removed, and remediation resumes while the expired rollout is still seen")
+		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
+		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradePauseExpired))
+		setClusterAPIStatus(ctx, rollout, rolledOut())
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+	})
+
 	It("turns the OpenShift ClusterVersion detector on when its CRD appears after the start", func(ctx SpecContext) {
 		raw, err := os.ReadFile(testutil.Path("test", "crds", "openshift", "clusterversions.yaml"))
 		Expect(err).NotTo(HaveOccurred())
@@ -280,19 +309,37 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		cv.SetKind("ClusterVersion")
 		cv.SetName("version")
 		e.Create(ctx, cv)
-		progressing := func(status string) {
+		progressing := func(status string, since time.Time, history ...any) {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(cv), cv)).To(Succeed())
 			Expect(unstructured.SetNestedSlice(cv.Object, []any{map[string]any{"type": "Progressing", "status": status,
-				"message": "Working towards 4.20.1", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}, "status", "conditions")).To(Succeed())
+				"message": "Working towards 4.20.1", "lastTransitionTime": since.UTC().Format(time.RFC3339)}}, "status", "conditions")).To(Succeed())
+			Expect(unstructured.SetNestedSlice(cv.Object, history, "status", "history")).To(Succeed())
 			Expect(e.K8s.Status().Update(ctx, cv)).To(Succeed())
 		}
-		progressing("True")
-		n, nodes := workers(ctx, 3)
+		progressing("True", time.Now())
+		n, nodes := workers(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
-		progressing("False")
+		progressing("False", time.Now())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+
+		By("the pause is measured from the Progressing condition, which survives operator restarts")
+		began := e.Clock.Now().Add(-maxPause - time.Minute)
+		progressing("True", began, map[string]any{"state": "Partial", "startedTime": began.UTC().Format(time.RFC3339), "version": "4.20.1"})
+		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
+			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
+		sicken(ctx, nodes[3])
+		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
+
+		By("an update started while the stuck one is still progressing pauses again")
+		progressing("True", began, map[string]any{"state": "Partial", "startedTime": e.Clock.Now().UTC().Format(time.RFC3339), "version": "4.20.2"},
+			map[string]any{"state": "Partial", "startedTime": began.UTC().Format(time.RFC3339), "version": "4.20.1"})
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing))
+		sicken(ctx, nodes[4])
+		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		progressing("False", e.Clock.Now())
+		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 	})
 })
