@@ -42,9 +42,9 @@ const (
 	// ConditionReasonUpgradeUnknown is the reason of UpgradeInProgress=Unknown: the upgrade detectors
 	// have not been evaluated yet (or cannot be; the message says why).
 	ConditionReasonUpgradeUnknown = "UpgradeStateUnknown"
-	// ConditionReasonUpgradePauseExpired is the reason of UpgradeInProgress=False when a signal held
-	// remediation back for longer than the operator's maximum pause: remediation resumes although the
-	// signal is still seen.
+	// ConditionReasonUpgradePauseExpired is the reason of UpgradeInProgress=False when every signal
+	// seen has held remediation back for longer than the operator's maximum pause, each from when it
+	// began: remediation resumes although they are still seen.
 	ConditionReasonUpgradePauseExpired = "UpgradePauseExpired"
 	// ConditionReasonClusterVersionProgressing: OpenShift's ClusterVersion is Progressing.
 	ConditionReasonClusterVersionProgressing = "ClusterVersionProgressing"

@@ -94,9 +94,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Start no new remediation in a NodeHealthCheck while its nodes run kubelets of different minor versions and one of them is cordoned (a node-by-node upgrade).")
 	var pauseObject string
 	fs.StringVar(&pauseObject, "upgrade-pause-object", "",
-		"<namespace>/<name> of a ConfigMap or Lease whose existence pauses new remediations in every NodeHealthCheck: the hook for upgrade tools. A Lease with leaseDurationSeconds pauses only until it expires.")
+		"<namespace>/<name> of a ConfigMap or Lease whose existence pauses new remediations in every NodeHealthCheck: the hook for upgrade tools. A Lease with leaseDurationSeconds pauses only until it expires; --upgrade-max-pause does not end this pause.")
 	fs.DurationVar(&o.upgrade.MaxPause, "upgrade-max-pause", 0,
-		"Resume remediation, with a warning event, after upgrade signals held it back this long (for example 6h). 0: no limit.")
+		"Resume remediation, with a warning event, once each upgrade signal has held it back this long (for example 6h), measured per signal from when it began; a new signal pauses again. The pause object is not bounded. 0: no limit.")
 	var certSecret, webhookService, webhookConfigs string
 	fs.StringVar(&certSecret, "webhook-cert-secret", "",
 		"<namespace>/<name> of a Secret in which the operator keeps its own webhook CA and certificate, renewed before they expire, for clusters without cert-manager. Mount the Secret at --webhook-cert-dir; needs --webhook-service and --webhook-configurations.")
