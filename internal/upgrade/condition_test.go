@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,56 @@ func TestSignalExpiry(t *testing.T) {
 	if !p.Blocks(time.Hour, t0) || !p.Expires(time.Hour, t0).IsZero() {
 		t.Error("the pause object never expires")
 	}
+}
+
+// FuzzCondition checks the invariants of the per-signal maximum pause on any mix of signals.
+func FuzzCondition(f *testing.F) {
+	f.Add(true, uint8(3), int64(30), int64(90), int64(0), int64(60), uint8(1))
+	f.Add(true, uint8(2), int64(300), int64(-5), int64(61), int64(60), uint8(0))
+	f.Add(false, uint8(1), int64(0), int64(0), int64(0), int64(0), uint8(2))
+	f.Fuzz(func(t *testing.T, known bool, n uint8, ago1, ago2, ago3, maxMinutes int64, prevKind uint8) {
+		maxPause := time.Duration(maxMinutes%(48*60)) * time.Minute
+		agos := []int64{ago1, ago2, ago3}
+		var signals []Signal
+		for i := range int(n % 4) {
+			s := []Signal{cv, capi, np, pause}[(i+int(n))%4]
+			s.Since = t0.Add(-time.Duration(agos[i%3]%(100*60)) * time.Minute)
+			signals = append(signals, s)
+		}
+		var prev *metav1.Condition
+		switch prevKind % 4 {
+		case 1:
+			prev = cond(metav1.ConditionTrue, cv.Reason, t0.Add(-time.Hour))
+		case 2:
+			prev = cond(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired, t0.Add(-time.Hour))
+		case 3:
+			prev = cond(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonNoUpgrade, t0.Add(-time.Hour))
+		}
+		out := Condition(ConditionInput{Known: known, Signals: signals, MaxPause: maxPause, Previous: prev, Now: t0})
+		c := out.Condition
+		if !known {
+			if out.Blocked == "" || !out.Expires.IsZero() {
+				t.Fatalf("an unknown gate blocks: %+v", out)
+			}
+			return
+		}
+		anyBlocks := slices.ContainsFunc(signals, func(s Signal) bool { return s.Blocks(maxPause, t0) })
+		if (c.Status == metav1.ConditionTrue) != anyBlocks || (out.Blocked != "") != anyBlocks {
+			t.Fatalf("True and blocked exactly while a signal blocks: %+v, signals %+v", out, signals)
+		}
+		if slices.ContainsFunc(signals, func(s Signal) bool { return s.Explicit }) && !anyBlocks {
+			t.Fatal("the pause object always blocks")
+		}
+		if len(signals) > 0 && !anyBlocks && c.Reason != remediationv1alpha1.ConditionReasonUpgradePauseExpired {
+			t.Fatalf("every signal expired: %+v", c)
+		}
+		if !out.Expires.IsZero() && (!anyBlocks || !out.Expires.After(t0)) {
+			t.Fatalf("expires %s only in the future while blocked", out.Expires)
+		}
+		for _, s := range signals {
+			if at := s.Expires(maxPause, t0); s.Blocks(maxPause, t0) && !at.IsZero() && (out.Expires.IsZero() || at.Before(out.Expires)) {
+				t.Fatalf("expires %s is not the earliest end (%s)", out.Expires, at)
+			}
+		}
+	})
 }
