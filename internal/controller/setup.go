@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
@@ -54,8 +55,19 @@ func NewTemplateReader(mgr ctrl.Manager) *templateaccess.Reader {
 func ConfigureManager(o *ctrl.Options) { nhc.ConfigureManager(o) }
 
 // SetupWithManager registers the upgradeguard, nhc and remediation controllers with the manager,
-// sharing one upgrade gate.
+// sharing one upgrade gate, and the reporter of NodeHealthChecks the cache leaves out because they
+// cannot be decoded. The manager must have been configured with ConfigureManager.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	registry := decodeguard.RegistryOf(mgr.GetCache())
+	if registry == nil {
+		return fmt.Errorf("the manager's cache has no NodeHealthCheck decode guard: configure the manager with ConfigureManager")
+	}
+	if err := (&decodeguard.Reporter{
+		Registry: registry,
+		Recorder: mgr.GetEventRecorder(decodeguard.ControllerName),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", decodeguard.ControllerName, err)
+	}
 	gate := o.Gate
 	if gate == nil {
 		gate = upgrade.NewGate(o.Upgrade.NodeRollout)

@@ -57,14 +57,31 @@ func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *c
 // StartControllersWithCRDs is StartControllers with CRDs from more folders installed, for example
 // OpenShift's.
 func StartControllersWithCRDs(crdDirs []string, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
+	return StartControllersWithOptions(EnvOptions{CRDDirs: crdDirs}, configure, setup)
+}
+
+// EnvOptions change the control plane StartControllersWithOptions starts.
+type EnvOptions struct {
+	// NHCCRD is the NodeHealthCheck CRD to install; nil: the generated one. StructuralOnly(crd) lets
+	// a suite store objects the CRD's validation would refuse.
+	NHCCRD *apiextensionsv1.CustomResourceDefinition
+	// CRDDirs are more folders of CRDs to install.
+	CRDDirs []string
+	// BeforeStart, when set, runs after the manager is set up and before it starts, with the
+	// uncached client: objects it creates are there when the caches first list.
+	BeforeStart func(ctx context.Context, k8s client.Client)
+}
+
+// StartControllersWithOptions is StartControllers on a control plane set up by o.
+func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
 	Expect(CheckAssets()).To(Succeed())
 	e := &ControllerEnv{Scheme: runtime.NewScheme()}
 	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
 	Expect(remediationv1alpha1.AddToScheme(e.Scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(e.Scheme)).To(Succeed())
 
-	e.Env = NewEnvironment(nil, false)
-	e.Env.CRDInstallOptions.Paths = append(e.Env.CRDInstallOptions.Paths, crdDirs...)
+	e.Env = NewEnvironment(o.NHCCRD, false)
+	e.Env.CRDInstallOptions.Paths = append(e.Env.CRDInstallOptions.Paths, o.CRDDirs...)
 	cfg, err := e.Env.Start()
 	Expect(err).NotTo(HaveOccurred())
 	e.K8s, err = client.New(cfg, client.Options{Scheme: e.Scheme})
@@ -77,6 +94,9 @@ func StartControllersWithCRDs(crdDirs []string, configure func(*ctrl.Options), s
 	mgr, err := ctrl.NewManager(cfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(setup(mgr, e.Clock)).To(Succeed())
+	if o.BeforeStart != nil {
+		o.BeforeStart(context.Background(), e.K8s)
+	}
 
 	var ctx context.Context
 	ctx, e.cancel = context.WithCancel(context.Background())

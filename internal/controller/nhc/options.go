@@ -5,12 +5,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 )
 
 // ConfigureManager sets the manager options the controllers rely on: reads of unstructured objects
 // (templates and remediation CRs, whose kinds are only known at run time) are served from the shared
-// cache, and cached Nodes are trimmed to what decisions read.
+// cache, cached Nodes are trimmed to what decisions read, and a NodeHealthCheck the operator cannot
+// decode is left out of the cache (and reported) instead of keeping the whole NodeHealthCheck cache
+// from syncing (decodeguard.NewCache).
 func ConfigureManager(o *ctrl.Options) {
+	o.NewCache = decodeguard.NewCache(o.NewCache)
 	if o.Client.Cache == nil {
 		o.Client.Cache = &client.CacheOptions{}
 	}

@@ -1,0 +1,98 @@
+package decodeguard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// The production manager (controller.ConfigureManager and controller.SetupWithManager) on an API
+// server whose NodeHealthCheck CRD keeps only its structure, so it stores what the Go type cannot
+// hold; one such NodeHealthCheck exists before the manager starts.
+var (
+	e   *testutil.ControllerEnv
+	mgr ctrl.Manager
+)
+
+// brokenAtStart cannot be decoded (spec.minHealthy overflows int32) and is stored before the
+// manager's caches first list.
+const brokenAtStart = "broken-at-start"
+
+func TestDecodeGuard(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "decodeguard suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	SetDefaultEventuallyTimeout(20 * time.Second)
+	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	crd, err := testutil.LoadNHCCRD()
+	Expect(err).NotTo(HaveOccurred())
+	e = testutil.StartControllersWithOptions(testutil.EnvOptions{
+		NHCCRD: testutil.StructuralOnly(crd),
+		BeforeStart: func(ctx context.Context, k8s client.Client) {
+			Expect(k8s.Create(ctx, undecodable(testutil.NewNHC(brokenAtStart), int64(99999999999), "spec", "minHealthy"))).To(Succeed())
+		},
+	}, controller.ConfigureManager, func(m ctrl.Manager, clock *clocktesting.FakeClock) error {
+		mgr = m
+		return controller.SetupWithManager(m, controller.Options{Clock: clock})
+	})
+})
+
+var _ = AfterSuite(func() { e.Stop() })
+
+// undecodable returns the NodeHealthCheck as an unstructured object with the value at the path,
+// which its Go type cannot hold.
+func undecodable(nhc *remediationv1alpha1.NodeHealthCheck, value any, path ...string) *unstructured.Unstructured {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nhc)
+	Expect(err).NotTo(HaveOccurred())
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion(remediationv1alpha1.GroupVersion.String())
+	u.SetKind("NodeHealthCheck")
+	Expect(unstructured.SetNestedField(u.Object, value, path...)).To(Succeed())
+	return u
+}
+
+// registry is the manager's record of undecodable NodeHealthChecks.
+func registry() *decodeguard.Registry {
+	r := decodeguard.RegistryOf(mgr.GetCache())
+	Expect(r).NotTo(BeNil())
+	return r
+}
+
+// undecodableGauge returns a function reading the metric's series for the NodeHealthCheck (-1: no
+// series), for Eventually.
+func undecodableGauge(name string) func() float64 {
+	return func() float64 {
+		m := testutil.Series(decodeguard.MetricUndecodable, map[string]string{"nhc": name})
+		if m == nil {
+			return -1
+		}
+		return m.GetGauge().GetValue()
+	}
+}
+
+// cached returns a function telling whether the manager's cache holds the NodeHealthCheck.
+func cached(ctx context.Context, name string) func() bool {
+	return func() bool {
+		err := mgr.GetCache().Get(ctx, client.ObjectKey{Name: name}, &remediationv1alpha1.NodeHealthCheck{})
+		Expect(client.IgnoreNotFound(err)).To(Succeed())
+		return err == nil
+	}
+}
