@@ -34,6 +34,10 @@ const (
 	// ConditionReasonDisabledInvalidConfig is the reason of Disabled=True for a configuration that
 	// passed admission but cannot work (for example a webhook that was not installed).
 	ConditionReasonDisabledInvalidConfig = "InvalidConfiguration"
+	// ConditionReasonDisabledRemediationNotWatchable is the reason of Disabled=True when the operator
+	// may not list and watch the remediation CR kind of a referenced template: it cannot tell which
+	// nodes are remediated, so it starts no remediation.
+	ConditionReasonDisabledRemediationNotWatchable = "RemediationKindNotWatchable"
 	// ConditionReasonHealthyNodeThresholdChange is the reason of the storm conditions.
 	ConditionReasonHealthyNodeThresholdChange = "HealthyNodeThresholdChange"
 

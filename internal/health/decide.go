@@ -34,6 +34,9 @@ type Node struct {
 	// LeftToMachineHealthCheck is true when the default termination-handler MachineHealthCheck
 	// handles the node (OpenShift): no new remediation.
 	LeftToMachineHealthCheck bool
+	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
+	// first one wins, and this one starts none (never two remediators on one node).
+	RemediatedElsewhere string
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -59,6 +62,8 @@ const (
 	SkipExcluded SkipReason = "ExcludedFromRemediation"
 	// SkipControlPlane: another control-plane node is being remediated.
 	SkipControlPlane SkipReason = "ControlPlaneRemediationRunning"
+	// SkipRemediatedElsewhere: another NodeHealthCheck remediates the node.
+	SkipRemediatedElsewhere SkipReason = "RemediatedByAnotherNodeHealthCheck"
 )
 
 // Blocker keeps new remediations from starting; running ones continue.
@@ -87,6 +92,9 @@ type Input struct {
 	// StormCooldown turns on storm recovery (nil: off); Storm is its state from the last decision.
 	StormCooldown *time.Duration
 	Storm         StormState
+	// ControlPlaneElsewhere names a control-plane node that another NodeHealthCheck remediates: no
+	// control-plane node starts here meanwhile (one at a time across all NodeHealthChecks).
+	ControlPlaneElsewhere string
 }
 
 // Action is what to do about one node.
@@ -201,18 +209,14 @@ func Decide(in Input) Decision {
 		if h.State == Healthy && !n.Remediating {
 			d.Healthy++
 		}
-		if !h.Next.IsZero() && (d.Next.IsZero() || h.Next.Before(d.Next)) {
-			d.Next = h.Next
-		}
+		d.Next = Earliest(d.Next, h.Next)
 		nd := NodeDecision{Name: n.Name, Health: h}
 		switch {
 		case h.State == Healthy && n.Remediating:
 			nd.Action = Recovered
 			if until, delayed := healthyDelayUntil(in.HealthyDelay, n, in.Now); delayed {
 				nd.Action = HealthyDelayed
-				if !until.IsZero() && (d.Next.IsZero() || until.Before(d.Next)) {
-					d.Next = until
-				}
+				d.Next = Earliest(d.Next, until)
 			}
 		case h.State == Healthy:
 			continue
@@ -244,9 +248,7 @@ func Decide(in Input) Decision {
 		var blocked bool
 		var end time.Time
 		d.Storm, blocked, end = NextStorm(in.Storm, violated, *in.StormCooldown, in.Now)
-		if !end.IsZero() && (d.Next.IsZero() || end.Before(d.Next)) {
-			d.Next = end
-		}
+		d.Next = Earliest(d.Next, end)
 		if blocked && reason == "" {
 			reason = SkipStorm
 			message = fmt.Sprintf("storm recovery: the healthy-node threshold was violated; no new remediation until it has held for %s", *in.StormCooldown)
@@ -254,7 +256,7 @@ func Decide(in Input) Decision {
 	}
 	slices.SortFunc(d.Nodes, func(a, b NodeDecision) int { return strings.Compare(a.Name, b.Name) })
 	byName := map[string]*Node{}
-	controlPlaneBusy := ""
+	controlPlaneBusy := in.ControlPlaneElsewhere
 	for i := range in.Nodes {
 		n := &in.Nodes[i]
 		byName[n.Name] = n
@@ -272,6 +274,8 @@ func Decide(in Input) Decision {
 		switch {
 		case reason != "":
 			skip(nd, reason, message)
+		case n.RemediatedElsewhere != "":
+			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
 		case n.LeftToMachineHealthCheck:
 			skip(nd, SkipMachineHealthCheck, fmt.Sprintf("node %s is terminating and left to the termination-handler MachineHealthCheck", n.Name))
 		case n.Excluded:

@@ -1,16 +1,25 @@
 package health
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Step is one escalation step, identified by its template's kind and name.
-type Step struct {
+// StepKey identifies an escalation step: its template's kind and name (one kind may serve two steps
+// when its remediator supports several CRs per node).
+type StepKey struct {
 	// TemplateKind and TemplateName identify the step's template.
 	TemplateKind, TemplateName string
+}
+
+func (k StepKey) String() string { return k.TemplateKind + "/" + k.TemplateName }
+
+// Step is one escalation step.
+type Step struct {
+	StepKey
 	// Order sorts the steps: lower runs first.
 	Order int
 	// Timeout is how long the step may try; zero means forever (a single remediationTemplate).
@@ -19,9 +28,9 @@ type Step struct {
 
 // StepCR is a remediation CR of one node, as escalation sees it.
 type StepCR struct {
-	// TemplateKind and TemplateName identify the step that created it (the CR's kind plus
-	// "Template", and its template-name annotation).
-	TemplateKind, TemplateName string
+	// StepKey identifies the step that created it (the CR's kind plus "Template", and its
+	// template-name annotation).
+	StepKey
 	// Created is the CR's creation time: the step's timer starts there, so it survives restarts.
 	Created time.Time
 	// TimedOut is true once the CR carries the nhc-timed-out annotation; TimedOutAt is the time
@@ -32,6 +41,27 @@ type StepCR struct {
 	Succeeded metav1.ConditionStatus
 }
 
+// live reports whether the CR's remediator may still be at work: not timed out and not failed.
+func (c StepCR) live() bool { return !c.TimedOut && c.Succeeded != metav1.ConditionFalse }
+
+// EscalationInput is what one node's escalation depends on.
+type EscalationInput struct {
+	// Steps are the spec's steps, in any order.
+	Steps []Step
+	// CRs are the node's remediation CRs of this NodeHealthCheck, of current steps or not.
+	CRs []StepCR
+	// Now is the current time.
+	Now time.Time
+	// Unhealthy is true while the node is unhealthy for an unhealthy condition's full duration. While
+	// it is only soon unhealthy (a condition changed during the remediation, such as Ready going from
+	// Unknown to False while the remediator reboots the node), nothing times out and nothing
+	// escalates: escalating mid-reboot would double the disruption.
+	Unhealthy bool
+	// LeaseOverdue is true when the node's lease has been held for the running step three times its
+	// duration: the remediator is stuck, and the running step (or a stale CR) times out now.
+	LeaseOverdue bool
+}
+
 // Escalation is what to do next for one node's remediation.
 type Escalation struct {
 	// TimeOut lists the indexes (into the given CRs) to annotate as timed out.
@@ -40,45 +70,67 @@ type Escalation struct {
 	Next *Step
 	// Exhausted is true when the last step has timed out or failed: nothing is left to try.
 	Exhausted bool
-	// Deadline is when the running step times out; zero when nothing is pending.
+	// Deadline is when something changes on its own (the running step or a stale CR times out); zero
+	// when nothing is pending.
 	Deadline time.Time
-	// Current is the running step (nil before the first) and Started when it started.
+	// Current is the running step (nil before the first, or when only stale CRs run) and Started
+	// when it started.
 	Current *Step
 	Started time.Time
+	// Stale lists the indexes of live CRs whose step the spec no longer has (the templates changed
+	// during the remediation). While one is live, no other step starts: never two remediators on a
+	// node. A stale CR times out after the longest step timeout (or when its lease is overdue, or
+	// when it reports Succeeded=False).
+	Stale []int
+	// Held is true when the running step is over but the node is only soon unhealthy: the decision
+	// waits until the node is unhealthy again.
+	Held bool
 }
 
 // Escalate decides, for a node whose remediation runs, whether its current step has timed out
-// (its timeout passed since its CR was created, or the CR reports Succeeded=False) and which step
-// runs next. A CR that reports Succeeded=True is never marked timed out, but the next step still
-// starts when its timeout passes and the node is still unhealthy. CRs of unknown steps (the spec
-// changed) are ignored. With no CRs yet the first step starts.
-func Escalate(steps []Step, crs []StepCR, now time.Time) Escalation {
-	sorted := slices.Clone(steps)
-	slices.SortStableFunc(sorted, func(a, b Step) int { return a.Order - b.Order })
+// (its timeout passed since its CR was created, the CR reports Succeeded=False, or the node's lease
+// is overdue) and which step runs next. A CR that reports Succeeded=True is never marked timed out,
+// but the next step still starts when its timeout passes and the node is still unhealthy. CRs of
+// steps the spec no longer has hold the node until they end (see Escalation.Stale). With no CRs the
+// first step starts.
+func Escalate(in EscalationInput) Escalation {
+	sorted := slices.Clone(in.Steps)
+	slices.SortStableFunc(sorted, func(a, b Step) int { return cmp.Compare(a.Order, b.Order) })
 	if len(sorted) == 0 {
 		return Escalation{}
 	}
+	index := func(c StepCR) int {
+		return slices.IndexFunc(sorted, func(s Step) bool { return s.StepKey == c.StepKey })
+	}
+
 	// The current step is the latest step that has a CR; its CR is the newest one for that step.
 	current, cr := -1, -1
-	for i, c := range crs {
-		idx := stepIndex(sorted, c)
+	var stale []int
+	for i, c := range in.CRs {
+		idx := index(c)
 		if idx < 0 {
+			if c.live() || (!c.TimedOut && c.Succeeded == metav1.ConditionFalse) {
+				stale = append(stale, i)
+			}
 			continue
 		}
-		if idx > current || (idx == current && c.Created.After(crs[cr].Created)) {
+		if idx > current || (idx == current && c.Created.After(in.CRs[cr].Created)) {
 			current, cr = idx, i
 		}
+	}
+	if len(stale) > 0 {
+		return escalateStale(in, sorted, stale, current, cr)
 	}
 	if current < 0 {
 		return Escalation{Next: &sorted[0]}
 	}
-	c, step := crs[cr], sorted[current]
+	c, step := in.CRs[cr], sorted[current]
 	// The step's timer starts when its CR was created, or when the previous step was marked timed
 	// out if that is later: both are persisted, and the mark is written with the operator's own
 	// clock, so the timer neither resets on a restart nor depends on the API server's clock alone.
 	start := c.Created
-	for _, other := range crs {
-		if other.TimedOut && other.TimedOutAt.After(start) && stepIndex(sorted, other) < current {
+	for _, other := range in.CRs {
+		if other.TimedOut && other.TimedOutAt.After(start) && index(other) >= 0 && index(other) < current {
 			start = other.TimedOutAt
 		}
 	}
@@ -86,11 +138,15 @@ func Escalate(steps []Step, crs []StepCR, now time.Time) Escalation {
 	if step.Timeout > 0 {
 		deadline = start.Add(step.Timeout)
 	}
-	over := c.TimedOut || c.Succeeded == metav1.ConditionFalse || (!deadline.IsZero() && !now.Before(deadline))
+	over := c.TimedOut || c.Succeeded == metav1.ConditionFalse || (!deadline.IsZero() && !in.Now.Before(deadline)) || in.LeaseOverdue
 	if !over {
 		return Escalation{Deadline: deadline, Current: &sorted[current], Started: start}
 	}
 	e := Escalation{Current: &sorted[current], Started: start}
+	if !in.Unhealthy && !c.TimedOut {
+		e.Held = true
+		return e
+	}
 	if !c.TimedOut && c.Succeeded != metav1.ConditionTrue {
 		e.TimeOut = []int{cr}
 	}
@@ -102,6 +158,59 @@ func Escalate(steps []Step, crs []StepCR, now time.Time) Escalation {
 	return e
 }
 
-func stepIndex(sorted []Step, c StepCR) int {
-	return slices.IndexFunc(sorted, func(s Step) bool { return s.TemplateKind == c.TemplateKind && s.TemplateName == c.TemplateName })
+// escalateStale handles live CRs of steps the spec no longer has: each one times out after the
+// longest step timeout, when it reports Succeeded=False, or when the lease is overdue; until then no
+// step starts. Once none is live, escalation goes on from the current step.
+func escalateStale(in EscalationInput, sorted []Step, stale []int, current, cr int) Escalation {
+	var longest time.Duration
+	for _, s := range sorted {
+		longest = max(longest, s.Timeout)
+	}
+	e := Escalation{}
+	if current >= 0 {
+		e.Current, e.Started = &sorted[current], in.CRs[cr].Created
+	}
+	for _, i := range stale {
+		c := in.CRs[i]
+		var deadline time.Time
+		if longest > 0 {
+			deadline = c.Created.Add(longest)
+		}
+		over := c.Succeeded == metav1.ConditionFalse || in.LeaseOverdue || (!deadline.IsZero() && !in.Now.Before(deadline))
+		switch {
+		case over && !in.Unhealthy:
+			e.Held = true
+			e.Stale = append(e.Stale, i)
+		case over:
+			e.TimeOut = append(e.TimeOut, i)
+		default:
+			e.Stale = append(e.Stale, i)
+			e.Deadline = Earliest(e.Deadline, deadline)
+		}
+	}
+	if len(e.Stale) > 0 {
+		if e.Held {
+			e.Deadline = time.Time{} // the caller looks again when the node is unhealthy
+		}
+		return e
+	}
+	// Every stale CR is over now: mark them, and escalation goes on as if they had been marked.
+	marked := slices.Clone(in.CRs)
+	for _, i := range e.TimeOut {
+		marked[i].TimedOut, marked[i].TimedOutAt = true, in.Now
+	}
+	next := Escalate(EscalationInput{Steps: in.Steps, CRs: marked, Now: in.Now, Unhealthy: in.Unhealthy})
+	next.TimeOut = append(e.TimeOut, next.TimeOut...)
+	return next
+}
+
+// Earliest returns the earliest non-zero time, or zero when all are zero.
+func Earliest(times ...time.Time) time.Time {
+	var out time.Time
+	for _, t := range times {
+		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
+			out = t
+		}
+	}
+	return out
 }

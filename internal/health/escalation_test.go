@@ -1,6 +1,8 @@
 package health
 
 import (
+	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -9,13 +11,13 @@ import (
 
 func TestEscalate(t *testing.T) {
 	steps := []Step{ // given out of order on purpose
-		{TemplateKind: "CTemplate", TemplateName: "c2", Order: 4, Timeout: 4 * time.Minute},
-		{TemplateKind: "ATemplate", TemplateName: "a", Order: 1, Timeout: time.Minute},
-		{TemplateKind: "BTemplate", TemplateName: "b", Order: 2, Timeout: 2 * time.Minute},
-		{TemplateKind: "CTemplate", TemplateName: "c1", Order: 3, Timeout: 3 * time.Minute},
+		{StepKey: StepKey{"CTemplate", "c2"}, Order: 4, Timeout: 4 * time.Minute},
+		{StepKey: StepKey{"ATemplate", "a"}, Order: 1, Timeout: time.Minute},
+		{StepKey: StepKey{"BTemplate", "b"}, Order: 2, Timeout: 2 * time.Minute},
+		{StepKey: StepKey{"CTemplate", "c1"}, Order: 3, Timeout: 3 * time.Minute},
 	}
 	cr := func(kind, name string, age time.Duration, mods ...func(*StepCR)) StepCR {
-		c := StepCR{TemplateKind: kind, TemplateName: name, Created: now.Add(-age)}
+		c := StepCR{StepKey: StepKey{kind, name}, Created: now.Add(-age)}
 		for _, m := range mods {
 			m(&c)
 		}
@@ -32,6 +34,10 @@ func TestEscalate(t *testing.T) {
 		next      string
 		exhausted bool
 		deadline  time.Time
+		stale     []int
+		overdue   bool
+		soon      bool
+		held      bool
 	}{
 		{name: "no CR yet: the lowest order starts", next: "a"},
 		{name: "first step running", crs: []StepCR{cr("ATemplate", "a", 30*time.Second)}, deadline: now.Add(30 * time.Second)},
@@ -55,17 +61,34 @@ func TestEscalate(t *testing.T) {
 		{name: "exhausted and marked: still nothing, no new mark",
 			crs:       []StepCR{cr("ATemplate", "a", 20*time.Minute, timedOut), cr("BTemplate", "b", 19*time.Minute, timedOut), cr("CTemplate", "c1", 17*time.Minute, timedOut), cr("CTemplate", "c2", 5*time.Minute, timedOut)},
 			exhausted: true},
-		{name: "a CR of a step no longer in the spec is ignored", crs: []StepCR{cr("XTemplate", "x", time.Hour)}, next: "a"},
+		{name: "a live CR of a step no longer in the spec holds the node until the longest timeout", crs: []StepCR{cr("XTemplate", "x", 3*time.Minute)},
+			deadline: now.Add(time.Minute), stale: []int{0}},
+		{name: "a stale CR past the longest timeout is timed out and the first step starts", crs: []StepCR{cr("XTemplate", "x", 4*time.Minute)},
+			timeOut: []int{0}, next: "a"},
+		{name: "a stale CR that failed is timed out at once", crs: []StepCR{cr("XTemplate", "x", time.Second, failed)}, timeOut: []int{0}, next: "a"},
+		{name: "a timed-out CR of a step no longer in the spec is ignored", crs: []StepCR{cr("XTemplate", "x", time.Hour, timedOut)}, next: "a"},
+		{name: "a stale CR after a timed-out step holds the next step back",
+			crs: []StepCR{cr("ATemplate", "a", 3*time.Minute, timedOut), cr("XTemplate", "x", time.Minute)}, deadline: now.Add(3 * time.Minute), stale: []int{1}},
+		{name: "a stale CR after a timed-out step, once over, lets the next step start",
+			crs: []StepCR{cr("ATemplate", "a", 9*time.Minute, timedOut), cr("XTemplate", "x", 5*time.Minute)}, timeOut: []int{1}, next: "b"},
+		{name: "lease overdue times the running step out", crs: []StepCR{cr("ATemplate", "a", time.Second)}, overdue: true, timeOut: []int{0}, next: "b"},
+		{name: "lease overdue times a stale CR out", crs: []StepCR{cr("XTemplate", "x", time.Second)}, overdue: true, timeOut: []int{0}, next: "a"},
+		{name: "a soon-unhealthy node holds a timed-out step", crs: []StepCR{cr("ATemplate", "a", time.Hour)}, soon: true, held: true},
+		{name: "a soon-unhealthy node holds a failed step", crs: []StepCR{cr("ATemplate", "a", time.Second, failed)}, soon: true, held: true},
+		{name: "a soon-unhealthy node still counts down a running step", crs: []StepCR{cr("ATemplate", "a", 30*time.Second)}, soon: true, deadline: now.Add(30 * time.Second)},
+		{name: "a marked step goes on while the node is soon unhealthy (the mark was written)", crs: []StepCR{cr("ATemplate", "a", time.Minute, timedOut)}, soon: true, next: "b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := Escalate(steps, tt.crs, now)
+			e := Escalate(EscalationInput{Steps: steps, CRs: tt.crs, Now: now, Unhealthy: !tt.soon, LeaseOverdue: tt.overdue})
 			next := ""
 			if e.Next != nil {
 				next = e.Next.TemplateName
 			}
-			if next != tt.next || e.Exhausted != tt.exhausted || !e.Deadline.Equal(tt.deadline) || len(e.TimeOut) != len(tt.timeOut) {
-				t.Fatalf("got next %q exhausted %v deadline %v timeOut %v; want %q %v %v %v", next, e.Exhausted, e.Deadline, e.TimeOut, tt.next, tt.exhausted, tt.deadline, tt.timeOut)
+			if next != tt.next || e.Exhausted != tt.exhausted || !e.Deadline.Equal(tt.deadline) || len(e.TimeOut) != len(tt.timeOut) ||
+				!slices.Equal(e.Stale, tt.stale) || e.Held != tt.held {
+				t.Fatalf("got next %q exhausted %v deadline %v timeOut %v stale %v held %v; want %q %v %v %v %v %v",
+					next, e.Exhausted, e.Deadline, e.TimeOut, e.Stale, e.Held, tt.next, tt.exhausted, tt.deadline, tt.timeOut, tt.stale, tt.held)
 			}
 			for i := range tt.timeOut {
 				if e.TimeOut[i] != tt.timeOut[i] {
@@ -77,8 +100,31 @@ func TestEscalate(t *testing.T) {
 }
 
 func TestEscalateSingleTemplateNeverTimesOut(t *testing.T) {
-	e := Escalate([]Step{{TemplateKind: "ATemplate", TemplateName: "a"}}, []StepCR{{TemplateKind: "ATemplate", TemplateName: "a", Created: now.Add(-240 * time.Hour)}}, now)
+	key := StepKey{"ATemplate", "a"}
+	e := Escalate(EscalationInput{Steps: []Step{{StepKey: key}}, CRs: []StepCR{{StepKey: key, Created: now.Add(-240 * time.Hour)}}, Now: now, Unhealthy: true})
 	if e.Next != nil || e.Exhausted || len(e.TimeOut) != 0 || !e.Deadline.IsZero() {
 		t.Fatalf("a single template escalated: %+v", e)
+	}
+}
+
+// TestEscalateOrdersExtremeOrders: orders at the ends of the int range sort correctly (a subtracting
+// comparator overflows there).
+func TestEscalateOrdersExtremeOrders(t *testing.T) {
+	steps := []Step{
+		{StepKey: StepKey{"ATemplate", "max"}, Order: math.MaxInt, Timeout: time.Minute},
+		{StepKey: StepKey{"ATemplate", "min"}, Order: math.MinInt, Timeout: time.Minute},
+	}
+	e := Escalate(EscalationInput{Steps: steps, Now: now, Unhealthy: true})
+	if e.Next == nil || e.Next.TemplateName != "min" {
+		t.Fatalf("first step %+v, want min", e.Next)
+	}
+}
+
+func TestEarliest(t *testing.T) {
+	if !Earliest().IsZero() || !Earliest(time.Time{}, time.Time{}).IsZero() {
+		t.Error("zero times")
+	}
+	if got := Earliest(time.Time{}, now.Add(time.Minute), now, time.Time{}); !got.Equal(now) {
+		t.Errorf("got %v", got)
 	}
 }

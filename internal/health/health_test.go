@@ -2,6 +2,7 @@ package health
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -579,5 +580,36 @@ func TestDecideStorm(t *testing.T) {
 	d = Decide(in)
 	if d.Storm.Active || len(d.Started()) != 1 {
 		t.Fatalf("ended storm: state %+v started %v", d.Storm, d.Started())
+	}
+}
+
+// TestOtherNodeHealthChecks: a node another NodeHealthCheck remediates gets no second remediation,
+// and a control-plane node another NodeHealthCheck remediates holds this one's control-plane nodes.
+func TestOtherNodeHealthChecks(t *testing.T) {
+	healthy := ready(corev1.ConditionTrue, time.Hour)
+	sick := ready(corev1.ConditionUnknown, time.Hour)
+	one := intstr.FromInt32(1)
+	d := Decide(Input{Now: now, UnhealthyConditions: defaults, MinHealthy: &one, Nodes: []Node{
+		node("a", false, healthy),
+		{Name: "w", Conditions: []corev1.NodeCondition{sick}, RemediatedElsewhere: "other"},
+		{Name: "x", Conditions: []corev1.NodeCondition{sick}},
+	}})
+	if got := d.Started(); len(got) != 1 || got[0] != "x" {
+		t.Fatalf("started %v, want [x]", got)
+	}
+	if s := d.Skipped(); len(s) != 1 || s[0].Name != "w" || s[0].SkipReason != SkipRemediatedElsewhere || !strings.Contains(s[0].SkipMessage, "other") {
+		t.Fatalf("skipped %+v", s)
+	}
+
+	d = Decide(Input{Now: now, UnhealthyConditions: defaults, MinHealthy: &one, ControlPlaneElsewhere: "cp0", Nodes: []Node{
+		node("a", false, healthy),
+		{Name: "cp1", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true},
+		{Name: "w", Conditions: []corev1.NodeCondition{sick}},
+	}})
+	if got := d.Started(); len(got) != 1 || got[0] != "w" {
+		t.Fatalf("started %v, want [w]", got)
+	}
+	if s := d.Skipped(); len(s) != 1 || s[0].SkipReason != SkipControlPlane || !strings.Contains(s[0].SkipMessage, "cp0") {
+		t.Fatalf("skipped %+v", s)
 	}
 }

@@ -1,16 +1,17 @@
 // Package remediationcr implements the remediation template contract shared by the controllers:
 // the remediation kind of a template kind, building a remediation CR from a template for a node, and
-// finding the CRs a NodeHealthCheck owns. Build is pure; List reads through the given reader (the
-// shared cache).
+// telling which NodeHealthCheck controls a CR, and reading a CR as an escalation step. Build is
+// pure; CRs are found by internal/targets.
 package remediationcr
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 )
 
 // GVK returns the remediation CR kind a template kind stands for: the same group and version, the
@@ -112,39 +114,6 @@ func ControllerNHC(cr metav1.Object) (string, types.UID, bool) {
 	return "", "", false
 }
 
-// List returns the remediation CRs the NodeHealthCheck owns, by node name, for every kind and
-// namespace its templates use. Kinds the API server does not serve are skipped.
-func List(ctx context.Context, c client.Reader, nhc *remediationv1alpha1.NodeHealthCheck) (map[string][]unstructured.Unstructured, error) {
-	byNode := map[string][]unstructured.Unstructured{}
-	type place struct {
-		gvk schema.GroupVersionKind
-		ns  string
-	}
-	seen := map[place]bool{}
-	for _, ref := range nhc.Spec.TemplateRefs() {
-		p := place{GVK(ref), ref.Namespace}
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(p.gvk.GroupVersion().WithKind(p.gvk.Kind + "List"))
-		if err := c.List(ctx, list, client.InNamespace(p.ns)); err != nil {
-			if meta.IsNoMatchError(err) {
-				continue
-			}
-			return nil, fmt.Errorf("listing %s: %w", p.gvk.Kind, err)
-		}
-		for _, cr := range list.Items {
-			if _, uid, ok := ControllerNHC(&cr); ok && uid == nhc.UID {
-				node := NodeName(&cr)
-				byNode[node] = append(byNode[node], cr)
-			}
-		}
-	}
-	return byNode, nil
-}
-
 // Condition returns the status of a condition of a remediation CR (status.conditions[type]), or ""
 // when it has none.
 func Condition(cr *unstructured.Unstructured, conditionType string) metav1.ConditionStatus {
@@ -158,4 +127,37 @@ func Condition(cr *unstructured.Unstructured, conditionType string) metav1.Condi
 		return metav1.ConditionStatus(s)
 	}
 	return ""
+}
+
+// StepKeyOf returns the escalation step a CR of the kind was created for from the named template.
+func StepKeyOf(crKind, templateName string) health.StepKey {
+	return health.StepKey{TemplateKind: crKind + remediationv1alpha1.TemplateSuffix, TemplateName: templateName}
+}
+
+// StepCR returns the CR as escalation sees it: its step, creation time, timeout mark and Succeeded
+// condition.
+func StepCR(cr *unstructured.Unstructured) health.StepCR {
+	mark := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
+	markedAt, _ := time.Parse(time.RFC3339, mark)
+	return health.StepCR{
+		StepKey:    StepKeyOf(cr.GetKind(), cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]),
+		Created:    cr.GetCreationTimestamp().Time,
+		TimedOut:   mark != "",
+		TimedOutAt: markedAt,
+		Succeeded:  Condition(cr, remediationv1alpha1.RemediationConditionSucceeded),
+	}
+}
+
+// PatchAnnotation sets (value non-nil) or removes (nil) one annotation of obj with a merge patch
+// that touches nothing else, and updates obj.
+func PatchAnnotation(ctx context.Context, c client.Writer, obj client.Object, key string, value *string) error {
+	var v any
+	if value != nil {
+		v = *value
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
 }

@@ -49,19 +49,26 @@ const recheckAfter = 10 * time.Minute
 // and watching need. The answer is asked once per kind; a kind that is not served yet is not
 // watchable (and asked again later).
 func (r *Reader) Watchable(ctx context.Context, gvk schema.GroupVersionKind) (bool, error) {
+	_, watchable, err := r.Check(ctx, gvk)
+	return watchable, err
+}
+
+// Check reports whether the API server serves the kind and whether the operator may list and watch
+// it cluster-wide. The access answer is asked once per kind (a "no" again after recheckAfter).
+func (r *Reader) Check(ctx context.Context, gvk schema.GroupVersionKind) (served, watchable bool, err error) {
 	gk := gvk.GroupKind()
+	mapping, err := r.Mapper.RESTMapping(gk, gvk.Version)
+	if meta.IsNoMatchError(err) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("mapping %s: %w", gk, err)
+	}
 	r.mu.Lock()
 	d, known := r.watching[gk]
 	r.mu.Unlock()
 	if known && (d.watchable || time.Since(d.at) < recheckAfter) {
-		return d.watchable, nil
-	}
-	mapping, err := r.Mapper.RESTMapping(gk, gvk.Version)
-	if meta.IsNoMatchError(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("mapping %s: %w", gk, err)
+		return true, d.watchable, nil
 	}
 	w := true
 	for _, verb := range []string{"list", "watch"} {
@@ -69,12 +76,12 @@ func (r *Reader) Watchable(ctx context.Context, gvk schema.GroupVersionKind) (bo
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: gk.Group, Resource: mapping.Resource.Resource, Verb: verb},
 		}}
 		if err := r.Reviewer.Create(ctx, review); err != nil {
-			return false, fmt.Errorf("reviewing access to %s: %w", mapping.Resource.GroupResource(), err)
+			return true, false, fmt.Errorf("reviewing access to %s: %w", mapping.Resource.GroupResource(), err)
 		}
 		w = w && review.Status.Allowed
 	}
 	if !w {
-		ctrl.LoggerFrom(ctx).Info("Templates of this kind may not be listed and watched; reading them directly", "kind", gk)
+		ctrl.LoggerFrom(ctx).Info("This kind may not be listed and watched: templates of it are read directly, remediation CRs of it not at all", "kind", gk)
 	}
 	r.mu.Lock()
 	if r.watching == nil {
@@ -82,7 +89,7 @@ func (r *Reader) Watchable(ctx context.Context, gvk schema.GroupVersionKind) (bo
 	}
 	r.watching[gk] = decision{watchable: w, at: time.Now()}
 	r.mu.Unlock()
-	return w, nil
+	return true, w, nil
 }
 
 // Get reads the template into obj (Unstructured or PartialObjectMetadata, with its kind set).

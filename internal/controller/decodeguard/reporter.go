@@ -20,9 +20,9 @@ import (
 // ControllerName names the Reporter in logs, metrics and events.
 const ControllerName = "nodehealthcheck-decodeguard"
 
-// EventReasonInvalidSpec (warning) regards a NodeHealthCheck the operator cannot decode: it is ignored
-// (not evaluated, nothing remediated, its remediation CRs left as they are) until its spec is fixed.
-const EventReasonInvalidSpec = "InvalidSpec"
+// EventReasonInvalidSpec (warning) regards a NodeHealthCheck the operator cannot decode (defined in
+// api/v1alpha1).
+const EventReasonInvalidSpec = remediationv1alpha1.EventReasonInvalidSpec
 
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -29,10 +29,10 @@ func New(c controller.Controller, cache cache.Cache) *Watcher {
 	return &Watcher{controller: c, cache: cache, watched: map[schema.GroupVersionKind]bool{}}
 }
 
-// Ensure watches gvk with the map function, unless it already does. A kind the API server does not
+// Ensure watches gvk with the handler, unless it already does. A kind the API server does not
 // serve yet is not an error: Ensure returns false and the caller tries again on a later reconcile
 // (the controllers watch CRDs, so one comes when the kind appears).
-func (w *Watcher) Ensure(gvk schema.GroupVersionKind, fn handler.MapFunc) (bool, error) {
+func (w *Watcher) Ensure(gvk schema.GroupVersionKind, h handler.EventHandler) (bool, error) {
 	if w == nil {
 		return false, nil
 	}
@@ -43,7 +43,7 @@ func (w *Watcher) Ensure(gvk schema.GroupVersionKind, fn handler.MapFunc) (bool,
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)
-	err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, handler.EnqueueRequestsFromMapFunc(fn)))
+	err := w.controller.Watch(source.Kind[client.Object](w.cache, obj, h))
 	if meta.IsNoMatchError(err) {
 		return false, nil
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +27,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -58,6 +59,7 @@ type Reconciler struct {
 	Templates *templateaccess.Reader
 
 	watcher *dynamicwatch.Watcher
+	targets *targets.Gatherer
 	metrics metricsState
 	// invalidLabels remembers nodes already warned about an empty exclusion label.
 	invalidLabels sync.Map
@@ -86,13 +88,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause,
+		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
+			return r.watcher.Ensure(gvk, targets.CREvents(r.Client))
+		}}
+	if r.Templates != nil {
+		r.targets.Access = r.Templates
+	}
 	return nil
 }
 
-// Reconcile evaluates one NodeHealthCheck: gather, decide, one status write when it changed, and a
-// requeue at the next deadline.
+// Reconcile evaluates one NodeHealthCheck: gather and decide (internal/targets), one status write
+// when it changed, and a requeue at the next deadline.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	stored := &remediationv1alpha1.NodeHealthCheck{}
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -104,99 +112,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.Name)
 		return ctrl.Result{}, nil
 	}
-	nhc := stored.DeepCopy()
-	remediationv1alpha1.SetDefaults(nhc) // objects admitted without the webhook
 	now := r.Clock.Now()
-
-	verdict := upgrade.Verdict{Known: true}
-	if r.Gate != nil {
-		verdict = r.Gate.Verdict()
-	}
-	problem, err := checkTemplates(ctx, r.templates(), &nhc.Spec)
+	unwatched, err := r.watchTemplates(ctx, &stored.Spec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if conflict := verdict.MachineHealthChecks.Conflict; conflict != "" {
-		problem = &templateProblem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
-	}
-	unwatched, err := r.ensureWatches(ctx, &nhc.Spec)
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: r.templates()})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nodes, err := selectedNodes(ctx, r, &nhc.Spec.Selector)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	crs, err := remediationcr.List(ctx, r, nhc)
-	if err != nil {
+	r.warnEmptyExclusionLabels(snap)
+	if err := r.report(ctx, snap); err != nil {
 		return ctrl.Result{}, err
 	}
 
-	in := health.Input{Now: now, UnhealthyConditions: nhc.Spec.UnhealthyConditions, MinHealthy: nhc.Spec.MinHealthy, MaxUnhealthy: nhc.Spec.MaxUnhealthy}
-	if nhc.Spec.HealthyDelay != nil {
-		in.HealthyDelay = &nhc.Spec.HealthyDelay.Duration
-	}
-	if nhc.Spec.StormCooldownDuration != nil {
-		in.StormCooldown = &nhc.Spec.StormCooldownDuration.Duration
-		in.Storm = stormState(stored.Status.Conditions)
-	}
-	healthySince := map[string]time.Time{}
-	for _, e := range stored.Status.UnhealthyNodes {
-		if e.ConditionsHealthyTimestamp != nil {
-			healthySince[e.Name] = e.ConditionsHealthyTimestamp.Time
-		}
-	}
-	for _, n := range nodes {
-		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
-		in.Nodes = append(in.Nodes, health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(crs[n.Name]) > 0,
-			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: r.excluded(&n, stored), ControlPlane: remediationcr.IsControlPlane(n.Labels),
-			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(verdict.MachineHealthChecks, &n)})
-	}
-	up := r.upgradeOutcome(stored, verdict, nodes, crs, nhc.Spec.UnhealthyConditions, now)
-	if problem != nil {
-		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: problem.message})
-	}
-	if len(nhc.Spec.PauseRequests) > 0 {
-		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", nhc.Spec.PauseRequests)})
-	}
-	if up.Blocked != "" {
-		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipUpgrade, Message: up.Blocked})
-	}
-	d := health.Decide(in)
-
-	status := buildStatus(stored, d, crs, problem, up, now)
-	if !equality.Semantic.DeepEqual(status, stored.Status) {
-		updated := stored.DeepCopy()
-		updated.Status = status
-		if err := r.Status().Update(ctx, updated); err != nil {
-			if apierrors.IsNotFound(err) {
-				return ctrl.Result{}, nil // deleted meanwhile
-			}
-			return ctrl.Result{}, fmt.Errorf("updating status: %w", err) // a conflict: stale cache, retried
-
-		}
-		r.emitTransitionEvents(stored, updated, d)
-		observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), now)
-		log.V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
-	}
-
-	r.metrics.syncOngoing(stored.Name, &status)
-
-	next := d.Next
-	if !up.Expires.IsZero() && (next.IsZero() || up.Expires.Before(next)) {
-		next = up.Expires
-	}
-	if problem != nil && unwatched {
-		// A template that cannot be watched may be created or fixed without an event.
-		if at := now.Add(templateRecheck); next.IsZero() || at.Before(next) {
-			next = at
-		}
+	next := snap.Next()
+	if snap.Problem != nil && (unwatched || snap.Unwatchable) {
+		// A kind that cannot be watched may be created, fixed or permitted without an event.
+		next = health.Earliest(next, now.Add(templateRecheck))
 	}
 	if next.IsZero() {
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: next.Sub(now)}, nil
+}
+
+// report writes the snapshot's status when it changed, then emits the events and observes the
+// metrics of what changed.
+func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
+	stored, d := snap.Stored, snap.Decision
+	status := buildStatus(snap)
+	// The gauges first: whoever sees the new status sees them too.
+	r.metrics.syncOngoing(stored.Name, &status)
+	if !equality.Semantic.DeepEqual(status, stored.Status) {
+		updated := stored.DeepCopy()
+		updated.Status = status
+		if err := r.Status().Update(ctx, updated); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil // deleted meanwhile
+			}
+			return fmt.Errorf("updating status: %w", err) // a conflict: stale cache, retried
+		}
+		r.emitTransitionEvents(stored, updated, d)
+		observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), snap.Now)
+		ctrl.LoggerFrom(ctx).V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
+	}
+	return nil
 }
 
 // forget drops what is kept in memory about a deleted NodeHealthCheck.
@@ -212,10 +173,10 @@ func (r *Reconciler) forget(name string) {
 // looks at its templates again.
 const templateRecheck = time.Minute
 
-// ensureWatches starts watching each referenced template kind that may be watched (enqueue the
-// NodeHealthChecks that reference it) and each remediation kind (enqueue the owning
-// NodeHealthCheck), once per kind. It reports whether a template kind is not watched.
-func (r *Reconciler) ensureWatches(ctx context.Context, spec *remediationv1alpha1.NodeHealthCheckSpec) (unwatched bool, err error) {
+// watchTemplates starts watching each referenced template kind that may be watched (enqueue the
+// NodeHealthChecks that reference it), once per kind. It reports whether a template kind is not
+// watched. Remediation kinds are watched by the gatherer as it reads them.
+func (r *Reconciler) watchTemplates(ctx context.Context, spec *remediationv1alpha1.NodeHealthCheckSpec) (unwatched bool, err error) {
 	for _, ref := range spec.TemplateRefs() {
 		watchable := true
 		if r.Templates != nil {
@@ -223,14 +184,11 @@ func (r *Reconciler) ensureWatches(ctx context.Context, spec *remediationv1alpha
 				return false, err
 			}
 		}
-		if watchable {
-			if _, err := r.watcher.Ensure(ref.GroupVersionKind(), r.nhcsReferencing); err != nil {
-				return false, err
-			}
-		} else {
+		if !watchable {
 			unwatched = true
+			continue
 		}
-		if _, err := r.watcher.Ensure(remediationcr.GVK(ref), ownerNHC); err != nil {
+		if _, err := r.watcher.Ensure(ref.GroupVersionKind(), handler.EnqueueRequestsFromMapFunc(r.nhcsReferencing)); err != nil {
 			return false, err
 		}
 	}
@@ -238,7 +196,7 @@ func (r *Reconciler) ensureWatches(ctx context.Context, spec *remediationv1alpha
 }
 
 // templates returns how templates are read.
-func (r *Reconciler) templates() templateGetter {
+func (r *Reconciler) templates() targets.TemplateGetter {
 	if r.Templates != nil {
 		return r.Templates
 	}
@@ -266,28 +224,23 @@ func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1a
 	return remediationcr.NHCRequests(ctx, r, match)
 }
 
-func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
-	if name, _, ok := remediationcr.ControllerNHC(cr); ok {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
-	}
-	return nil
-}
-
-// excluded reports whether the node's exclude-from-remediation label is "true". An empty value is a
-// likely mistake (kubectl label node x key=): it is ignored, with a warning event once per node and
-// value.
-func (r *Reconciler) excluded(n *corev1.Node, nhc *remediationv1alpha1.NodeHealthCheck) bool {
-	value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]
-	key := n.Name + "/" + nhc.Name
-	if ok && value == "" {
+// warnEmptyExclusionLabels warns, once per node and NodeHealthCheck, about an exclude-from-remediation
+// label with an empty value: a likely mistake (kubectl label node x key=), which does not exclude
+// the node.
+func (r *Reconciler) warnEmptyExclusionLabels(snap *targets.Snapshot) {
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
+		value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]
+		key := n.Name + "/" + snap.Stored.Name
+		if !ok || value != "" {
+			r.invalidLabels.Delete(key)
+			continue
+		}
 		if _, seen := r.invalidLabels.LoadOrStore(key, true); !seen && r.Recorder != nil {
-			r.Recorder.Eventf(n, nhc, corev1.EventTypeWarning, EventReasonInvalidNodeLabel, "Validate",
+			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, EventReasonInvalidNodeLabel, "Validate",
 				"Label %s has an empty value and is ignored; set it to \"true\" to exclude the node from remediation", remediationv1alpha1.ExcludeFromRemediationLabel)
 		}
-		return false
 	}
-	r.invalidLabels.Delete(key)
-	return value == "true"
 }
 
 func unhealthySince(d health.Decision) map[string]time.Time {

@@ -7,27 +7,25 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
-// Event reasons, the public operator's, so that existing alerts and dashboards keep working.
+// Event reasons (defined in api/v1alpha1), the public operator's, so that existing alerts and
+// dashboards keep working.
 const (
-	EventReasonDisabled           = "Disabled"
-	EventReasonEnabled            = "Enabled"
-	EventReasonDetectedUnhealthy  = "DetectedUnhealthy"
-	EventReasonRemediationSkipped = "RemediationSkipped"
-	EventReasonInvalidNodeLabel   = "InvalidNodeLabel"
+	EventReasonDisabled           = remediationv1alpha1.EventReasonDisabled
+	EventReasonEnabled            = remediationv1alpha1.EventReasonEnabled
+	EventReasonDetectedUnhealthy  = remediationv1alpha1.EventReasonDetectedUnhealthy
+	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
+	EventReasonInvalidNodeLabel   = remediationv1alpha1.EventReasonInvalidNodeLabel
 
-	EventReasonStormRecoveryStarted         = "StormRecoveryStarted"
-	EventReasonStormRecoveryCooldownStarted = "StormRecoveryCooldownStarted"
-	EventReasonStormRecoveryEnded           = "StormRecoveryEnded"
+	EventReasonStormRecoveryStarted         = remediationv1alpha1.EventReasonStormRecoveryStarted
+	EventReasonStormRecoveryCooldownStarted = remediationv1alpha1.EventReasonStormRecoveryCooldownStarted
+	EventReasonStormRecoveryEnded           = remediationv1alpha1.EventReasonStormRecoveryEnded
 
-	// EventReasonUpgradeDetected: an upgrade signal holds new remediations back.
-	EventReasonUpgradeDetected = "UpgradeDetected"
-	// EventReasonUpgradeEnded: no upgrade signal is seen any more; remediation resumes.
-	EventReasonUpgradeEnded = "UpgradeEnded"
-	// EventReasonUpgradePauseExpired (warning): signals held remediation back for the maximum pause;
-	// remediation resumes although they are still seen.
-	EventReasonUpgradePauseExpired = "UpgradePauseExpired"
+	EventReasonUpgradeDetected     = remediationv1alpha1.EventReasonUpgradeDetected
+	EventReasonUpgradeEnded        = remediationv1alpha1.EventReasonUpgradeEnded
+	EventReasonUpgradePauseExpired = remediationv1alpha1.EventReasonUpgradePauseExpired
 )
 
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
@@ -60,7 +58,7 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 		}
 	}
 
-	wasStorm, isStorm := stormState(old.Status.Conditions), stormState(updated.Status.Conditions)
+	wasStorm, isStorm := targets.StormState(old.Status.Conditions), targets.StormState(updated.Status.Conditions)
 	switch {
 	case isStorm.Active && !wasStorm.Active:
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonStormRecoveryStarted, "Storm",

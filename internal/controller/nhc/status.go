@@ -1,6 +1,7 @@
 package nhc
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,27 +12,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/upgrade"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 // buildStatus turns a decision into the NodeHealthCheck's next status. It keeps what only the old
 // status knows (when a node turned healthy, timeouts recorded for CRs) and sets lastUpdateTime only
 // when something else changed.
-func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, crs map[string][]unstructured.Unstructured,
-	problem *templateProblem, up upgrade.Outcome, now time.Time) remediationv1alpha1.NodeHealthCheckStatus {
+func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStatus {
+	nhc, d, crs, problem, up, now := snap.Stored, snap.Decision, snap.CRs, snap.Problem, snap.Upgrade, snap.Now
 	old := &nhc.Status
 	st := remediationv1alpha1.NodeHealthCheckStatus{
-		ObservedNodes: ptr(d.Observed),
-		HealthyNodes:  ptr(d.Healthy),
+		ObservedNodes: ptr.To(d.Observed),
+		HealthyNodes:  ptr.To(d.Healthy),
 		Conditions:    slices.Clone(old.Conditions),
 	}
 
-	stepOrder := map[string]int{}
-	for _, e := range nhc.Spec.EscalatingRemediations {
-		stepOrder[e.RemediationTemplate.Kind+"/"+e.RemediationTemplate.Name] = e.Order
+	stepOrder := map[health.StepKey]int{}
+	for _, step := range targets.Steps(&snap.NHC.Spec) {
+		stepOrder[step.StepKey] = step.Order
 	}
 	oldEntries := map[string]*remediationv1alpha1.UnhealthyNode{}
 	for i := range old.UnhealthyNodes {
@@ -49,7 +52,7 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 				entry.ConditionsHealthyTimestamp = o.ConditionsHealthyTimestamp
 			}
 			if n.Action == health.HealthyDelayed {
-				entry.HealthyDelayed = ptr(true)
+				entry.HealthyDelayed = ptr.To(true)
 			}
 		default:
 			continue // healthy without CRs, soon unhealthy, or skipped: not listed
@@ -61,7 +64,7 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled",
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
 	if problem != nil {
-		disabled.Status, disabled.Reason, disabled.Message = metav1.ConditionTrue, problem.reason, problem.message
+		disabled.Status, disabled.Reason, disabled.Message = metav1.ConditionTrue, problem.Reason, problem.Message
 	}
 	meta.SetStatusCondition(&st.Conditions, disabled)
 	setStormConditions(&st.Conditions, nhc, d, now)
@@ -82,7 +85,7 @@ func buildStatus(nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, cr
 
 // remediations lists the node's CRs for status in creation order (the API's timestamps have second
 // precision; within one second, in escalation order), with their timeouts.
-func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.UnhealthyNode, stepOrder map[string]int) []remediationv1alpha1.Remediation {
+func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.UnhealthyNode, stepOrder map[health.StepKey]int) []remediationv1alpha1.Remediation {
 	var out []remediationv1alpha1.Remediation
 	for _, cr := range crs {
 		r := remediationv1alpha1.Remediation{
@@ -108,19 +111,19 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 		if c := a.Started.Compare(b.Started.Time); c != 0 {
 			return c
 		}
-		return stepOrder[a.Resource.Kind+remediationv1alpha1.TemplateSuffix+"/"+a.TemplateName] - stepOrder[b.Resource.Kind+remediationv1alpha1.TemplateSuffix+"/"+b.TemplateName]
+		return cmp.Compare(stepOrder[remediationcr.StepKeyOf(a.Resource.Kind, a.TemplateName)], stepOrder[remediationcr.StepKeyOf(b.Resource.Kind, b.TemplateName)])
 	})
 	return out
 }
 
 // phase derives phase and reason, in precedence Disabled > Paused (pauseRequests, then upgrade) >
 // Remediating > Enabled.
-func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *templateProblem,
+func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *targets.Problem,
 	upgradeBlock string) (remediationv1alpha1.NHCPhase, string) {
 	skipNote := skippedNote(d.Skipped())
 	switch {
 	case problem != nil:
-		return remediationv1alpha1.PhaseDisabled, problem.message
+		return remediationv1alpha1.PhaseDisabled, problem.Message
 	case len(nhc.Spec.PauseRequests) > 0:
 		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ")
 	case upgradeBlock != "":
@@ -137,19 +140,6 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alph
 		}
 		return remediationv1alpha1.PhaseEnabled, "No issues found, the NodeHealthCheck is enabled"
 	}
-}
-
-func ptr[T any](v T) *T { return &v }
-
-// stormState reads storm recovery's state from the conditions: the cooldown started when
-// StormCooldownActive became True.
-func stormState(conditions []metav1.Condition) health.StormState {
-	var s health.StormState
-	s.Active = meta.IsStatusConditionTrue(conditions, remediationv1alpha1.ConditionTypeStormActive)
-	if c := meta.FindStatusCondition(conditions, remediationv1alpha1.ConditionTypeStormCooldownActive); s.Active && c != nil && c.Status == metav1.ConditionTrue {
-		s.CooldownSince = c.LastTransitionTime.Time
-	}
-	return s
 }
 
 // setStormConditions writes StormActive and StormCooldownActive while storm recovery is on, and

@@ -9,25 +9,31 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -37,11 +43,11 @@ const ControllerName = "remediation"
 
 // Event reasons, the public operator's.
 const (
-	EventReasonRemediationCreated = "RemediationCreated"
-	EventReasonRemediationRemoved = "RemediationRemoved"
-	EventReasonRemediationSkipped = "RemediationSkipped"
-	EventReasonNoTemplateLeft     = "NoTemplateLeft"
-	EventReasonOldRemediationCR   = "RemediationCRTooOld"
+	EventReasonRemediationCreated = remediationv1alpha1.EventReasonRemediationCreated
+	EventReasonRemediationRemoved = remediationv1alpha1.EventReasonRemediationRemoved
+	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
+	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
+	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
 )
 
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
@@ -51,6 +57,18 @@ const OldRemediationAge = 48 * time.Hour
 // MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
 const MachineAnnotation = "machine.openshift.io/machine"
 
+// Retries of a NodeHealthCheck whose actions failed back off exponentially from retryBase to
+// retryMax: a first retry soon enough for a lost write conflict, and at most one every five minutes
+// for an error that persists (each is logged). Other nodes' deadlines still hold meanwhile.
+const (
+	retryBase = 500 * time.Millisecond
+	retryMax  = 5 * time.Minute
+)
+
+// reconcileTimeout bounds one reconcile: a read of a cache whose informer cannot sync, or an API
+// call that hangs, fails and is retried instead of blocking a worker for good.
+const reconcileTimeout = 2 * time.Minute
+
 // +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
@@ -58,7 +76,9 @@ const MachineAnnotation = "machine.openshift.io/machine"
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
 
-// Reconciler creates and deletes remediation CRs as NodeHealthCheck status says. Templates and
+// Reconciler creates, escalates and deletes remediation CRs. Before each action it re-derives the
+// decision from its own cache with the same gathering and pure decision code as the nhc controller
+// (internal/targets); NodeHealthCheck status is a report it never takes orders from. Templates and
 // remediation CRs are read, created and deleted with the rights remediators grant through the
 // aggregated ClusterRole (rbac.ext-remediation/aggregate-to-ext-remediation).
 type Reconciler struct {
@@ -69,28 +89,33 @@ type Reconciler struct {
 	LeaseNamespace string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
-	// is behind.
+	// is behind, and for node leases.
 	APIReader client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
 	// Templates reads remediation templates with the rights remediators grant; nil: through the cache.
 	Templates *templateaccess.Reader
-	// Gate is the upgrade gate; checked right before a first CR is created, because it may have
-	// closed after the status approving the CR was written. nil: no upgrade awareness.
+	// Gate is the upgrade gate. nil: no upgrade awareness.
 	Gate *upgrade.Gate
 	// MaxPause bounds how long each upgrade signal holds new remediations back, as for the nhc
 	// controller; zero: no bound.
 	MaxPause time.Duration
 
 	watcher *dynamicwatch.Watcher
-	// reported remembers "first wins" skips already reported, so each is reported once (again after
+	once    sync.Once
+	targets *targets.Gatherer
+	retries workqueue.TypedRateLimiter[reconcile.Request]
+	// reported remembers skips and refusals already reported, so each is reported once (again after
 	// a restart at most).
 	reported sync.Map
+	// leftLeases holds "<nhc uid>/<node>" -> node for leases that may still be ours after their
+	// remediation ended; sweptLeases the NodeHealthChecks whose leases were listed once.
+	leftLeases, sweptLeases sync.Map
 }
 
-// SetupWithManager registers the controller for NodeHealthChecks (spec and status), the upgrade gate
-// (an approval held back by it starts when it opens) and, added as they are referenced, their
-// remediation CR kinds.
+// SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
+// is a hint to look, never an order), Nodes (the same changes the nhc controller sees), the upgrade
+// gate and, added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
@@ -99,113 +124,145 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(nhc.NodeChangePredicate())).
+		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
 		Build(r)
 	if err != nil {
 		return err
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	r.init()
 	return nil
 }
 
-// Reconcile makes the NodeHealthCheck's remediation CRs match its status.
+// init prepares what Reconcile needs; without SetupWithManager (a reconciler called directly, as
+// after a restart in tests) remediation kinds are read without adding watches.
+func (r *Reconciler) init() {
+	r.once.Do(func() {
+		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause}
+		if r.watcher != nil {
+			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) { return r.watcher.Ensure(gvk, targets.CREvents(r.Client)) }
+		}
+		if r.Templates != nil {
+			r.targets.Access = r.Templates
+		}
+	})
+}
+
+// Reconcile re-derives the NodeHealthCheck's decision from the cache and acts on each node: it
+// starts remediations the decision allows now, escalates running ones, keeps or removes the CRs of
+// recovered nodes, and removes orphaned CRs. A node whose action fails does not hold the others
+// back: every node's deadline is kept, and the failures are retried with a backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	nhc := &remediationv1alpha1.NodeHealthCheck{}
-	if err := r.Get(ctx, req.NamespacedName, nhc); err != nil {
+	stored := &remediationv1alpha1.NodeHealthCheck{}
+	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !nhc.DeletionTimestamp.IsZero() {
+	if !stored.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // garbage collection removes the CRs with their owner
 	}
-	for _, ref := range nhc.Spec.TemplateRefs() {
-		if _, err := r.watcher.Ensure(remediationcr.GVK(ref), ownerNHC); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	crs, err := remediationcr.List(ctx, r, nhc)
+	r.init()
+	now := r.Clock.Now()
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Acting: true})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 
-	entries := map[string]*remediationv1alpha1.UnhealthyNode{}
-	for i := range nhc.Status.UnhealthyNodes {
-		entries[nhc.Status.UnhealthyNodes[i].Name] = &nhc.Status.UnhealthyNodes[i]
-	}
-
-	now := r.Clock.Now()
-	steps := escalationSteps(&nhc.Spec)
+	next := snap.Next()
 	var errs []error
-	var next time.Time
-	for _, node := range sortedKeys(crs) {
-		at, err := r.tend(ctx, nhc, node, entries[node], steps, crs[node], now)
-		next, errs = earliest(next, at), append(errs, err)
-	}
-	for _, e := range nhc.Status.UnhealthyNodes {
-		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(crs[e.Name]) > 0 {
-			continue
+	act := func(at time.Time, err error) {
+		next = health.Earliest(next, at)
+		if err != nil {
+			errs = append(errs, err)
 		}
-		at, err := r.start(ctx, nhc, e.Name, steps, now)
-		next, errs = earliest(next, at), append(errs, err)
+	}
+	for _, node := range snap.Orphans {
+		act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
+	}
+	for _, d := range snap.Decision.Nodes {
+		act(r.actOn(ctx, snap, d))
+	}
+	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
+		d, listed := snap.Node(node)
+		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation)
+	}))
+	r.explainStatus(ctx, snap)
+
+	if err := errors.Join(errs...); err != nil {
+		// Returning the error would drop the deadlines above (controller-runtime ignores the result
+		// then): log it and retry with our own backoff instead.
+		ctrl.LoggerFrom(ctx).Error(err, "Some remediation actions failed; retrying")
+		remediationErrors.WithLabelValues(stored.Name).Inc()
+		if retry := r.retries.When(req); next.IsZero() || retry < next.Sub(now) {
+			return ctrl.Result{RequeueAfter: retry}, nil
+		}
+	} else {
+		r.retries.Forget(req)
 	}
 	if next.IsZero() {
-		return ctrl.Result{}, errors.Join(errs...)
+		return ctrl.Result{}, nil
 	}
-	return ctrl.Result{RequeueAfter: next.Sub(now)}, errors.Join(errs...)
+	return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Millisecond)}, nil
 }
 
-// tend acts on a node that has CRs, as its status entry says: orphaned, healthy but delayed,
-// healthy, or still remediating. It returns when it wants to look again.
-func (r *Reconciler) tend(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, entry *remediationv1alpha1.UnhealthyNode,
-	steps []health.Step, crs []unstructured.Unstructured, now time.Time) (time.Time, error) {
-	switch {
-	case entry == nil:
-		return time.Time{}, errors.Join(r.deleteOrphans(ctx, nhc, node, crs), r.releaseLease(ctx, nhc, node))
-	case entry.ConditionsHealthyTimestamp != nil && entry.HealthyDelayed != nil && *entry.HealthyDelayed:
-		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, entry.ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
-	case entry.ConditionsHealthyTimestamp != nil:
+// actOn carries out the decision about one node. It returns when to look again.
+func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
+	nhc, node, crs := snap.Stored, d.Name, snap.CRs[d.Name]
+	switch d.Action {
+	case health.StartRemediation:
+		return r.start(ctx, snap, d)
+	case health.ContinueRemediation:
+		errDelay := r.markHealthyDelay(ctx, crs, "") // failed again: the delay is over
+		deadline, renewAt, errEscalate := r.escalate(ctx, snap, d)
+		flagAt, errFlag := r.flagOld(ctx, nhc, node, crs, snap.Now)
+		return health.Earliest(deadline, renewAt, flagAt), errors.Join(errDelay, errEscalate, errFlag)
+	case health.HealthyDelayed:
+		since := snap.Now
+		if n, ok := nodeInput(snap, node); ok && !n.HealthySince.IsZero() {
+			since = n.HealthySince
+		}
+		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, since.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
+	case health.Recovered:
 		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
 			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
 	}
-	errDelay := r.markHealthyDelay(ctx, crs, "") // failed again: the delay is over
-	deadline, renewAt, errEscalate := r.escalate(ctx, nhc, node, steps, crs, now)
-	flagAt, errFlag := r.flagOld(ctx, nhc, node, crs, now)
-	return earliest(deadline, renewAt, flagAt), errors.Join(errDelay, errEscalate, errFlag)
+	return time.Time{}, nil // healthy, soon unhealthy, or skipped: nothing to do
 }
 
-// start creates an approved node's first CR once it holds the node's lease, unless the
-// NodeHealthCheck was paused, disabled or held back by an upgrade since the approval. It returns when
-// to look again.
-func (r *Reconciler) start(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, now time.Time) (time.Time, error) {
-	if len(nhc.Spec.PauseRequests) > 0 || meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) || r.upgradeHolds(nhc, now) {
-		return time.Time{}, nil
+func nodeInput(snap *targets.Snapshot, name string) (health.Node, bool) {
+	for _, n := range snap.Input.Nodes {
+		if n.Name == name {
+			return n, true
+		}
 	}
-	first := health.Escalate(steps, nil, now).Next
+	return health.Node{}, false
+}
+
+// start creates a node's first CR once it holds the node's lease and, for a control-plane node on
+// OpenShift, etcd quorum allows it. It returns when to look again.
+func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
+	nhc, node, now := snap.Stored, d.Name, snap.Now
+	first := health.Escalate(health.EscalationInput{Steps: targets.Steps(&snap.NHC.Spec), Now: now, Unhealthy: true}).Next
 	if first == nil {
 		return time.Time{}, nil
 	}
 	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
 		return retryAt, err
 	}
-	lease, err := r.takeLease(ctx, nhc, node, leaseDuration(first.Timeout), now, now)
+	lease, err := r.getLease(ctx, node)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if !lease.held {
-		r.leaseBusy(nhc, node, lease)
-		return lease.expires, nil
+	held, err := r.takeLease(ctx, nhc, node, lease, leaseDuration(first.Timeout), now, now)
+	if err != nil {
+		return time.Time{}, err
 	}
-	return lease.renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *first))
-}
-
-// upgradeHolds reports whether an upgrade holds new remediations back: the NodeHealthCheck's
-// UpgradeInProgress condition is not False, or the gate blocks at now although the condition did not
-// say so yet (a signal appeared after the status was written, also after an earlier pause expired,
-// or the operator just started). Signals whose maximum pause has passed do not hold.
-func (r *Reconciler) upgradeHolds(nhc *remediationv1alpha1.NodeHealthCheck, now time.Time) bool {
-	c := meta.FindStatusCondition(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
-	if c != nil && c.Status != metav1.ConditionFalse {
-		return true
+	if !held.held {
+		r.leaseBusy(nhc, node, held)
+		return held.retryAt, nil
 	}
-	return r.Gate != nil && r.Gate.Verdict().Blocking(r.MaxPause, now)
+	return held.renewAt, r.create(ctx, snap, node, first.StepKey)
 }
 
 // etcdRetry is how soon a control-plane node blocked by the etcd guard is looked at again: etcd
@@ -234,83 +291,61 @@ func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.Nod
 		ctrl.LoggerFrom(ctx).Info("etcd quorum allows remediating the control-plane node", "node", node)
 		return time.Time{}, false, nil
 	}
-	if _, seen := r.reported.LoadOrStore("etcd/"+string(nhc.UID)+"/"+node+"/"+why, true); !seen {
-		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "Not remediating control-plane node %s yet: %s", node, why)
-	}
+	r.reportOnce(ctx, nhc, "etcd/"+node+"/"+why, "Not remediating control-plane node %s yet: %s", node, why)
 	return now.Add(etcdRetry), true, nil
 }
 
-// earliest returns the earliest non-zero time, or zero.
-func earliest(times ...time.Time) time.Time {
-	var out time.Time
-	for _, t := range times {
-		if !t.IsZero() && (out.IsZero() || t.Before(out)) {
-			out = t
-		}
-	}
-	return out
-}
-
 // escalate moves a running remediation on when its step timed out or failed: it marks the step's CR
-// with the nhc-timed-out annotation and creates the next step's CR. It returns when the running step
-// times out.
-func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, steps []health.Step, crs []unstructured.Unstructured, now time.Time) (deadline, renewAt time.Time, err error) {
+// with the nhc-timed-out annotation and creates the next step's CR, while the node is unhealthy. It
+// returns when the running step times out, and when the node's lease is renewed.
+func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (deadline, renewAt time.Time, err error) {
+	nhc, node, crs, now := snap.Stored, d.Name, snap.CRs[d.Name], snap.Now
+	steps := targets.Steps(&snap.NHC.Spec)
 	stepCRs := make([]health.StepCR, 0, len(crs))
 	for i := range crs {
-		mark := crs[i].GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
-		markedAt, _ := time.Parse(time.RFC3339, mark)
-		stepCRs = append(stepCRs, health.StepCR{
-			TemplateKind: crs[i].GetKind() + remediationv1alpha1.TemplateSuffix,
-			TemplateName: crs[i].GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation],
-			Created:      crs[i].GetCreationTimestamp().Time,
-			TimedOut:     mark != "",
-			TimedOutAt:   markedAt,
-			Succeeded:    remediationcr.Condition(&crs[i], remediationv1alpha1.RemediationConditionSucceeded),
-		})
+		stepCRs = append(stepCRs, remediationcr.StepCR(&crs[i]))
 	}
-	e := health.Escalate(steps, stepCRs, now)
+	lease, err := r.getLease(ctx, node)
+	if err != nil {
+		return time.Time{}, time.Time{}, err
+	}
+	e := health.Escalate(health.EscalationInput{Steps: steps, CRs: stepCRs, Now: now,
+		Unhealthy: d.Health.State == health.Unhealthy, LeaseOverdue: leaseOverdue(lease, leaseHolder(nhc), now)})
+	for _, i := range e.Stale {
+		r.reportOnce(ctx, nhc, "stale/"+string(crs[i].GetUID()),
+			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
+			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
+	}
 
 	// Hold the node's lease for the step that runs from now on.
-	leaseStep, stepStart := e.Current, e.Started
-	if e.Next != nil {
-		leaseStep, stepStart = e.Next, now
+	var leaseFor time.Duration
+	stepStart := e.Started
+	switch {
+	case e.Next != nil:
+		leaseFor, stepStart = leaseDuration(e.Next.Timeout), now
+	case e.Current != nil:
+		leaseFor = leaseDuration(e.Current.Timeout)
+	case len(e.Stale) > 0:
+		leaseFor, stepStart = leaseDuration(longestTimeout(steps)), stepCRs[e.Stale[0]].Created
 	}
-	if leaseStep != nil {
-		lease, err := r.takeLease(ctx, nhc, node, leaseDuration(leaseStep.Timeout), stepStart, now)
+	if leaseFor > 0 {
+		held, err := r.takeLease(ctx, nhc, node, lease, leaseFor, stepStart, now)
 		if err != nil {
 			return time.Time{}, time.Time{}, err
 		}
-		renewAt = lease.renewAt
-		if !lease.held {
-			renewAt = lease.expires
-			r.leaseBusy(nhc, node, lease)
-		}
-		// A remediation that outlives its lease many times over is stuck: time it out.
-		if lease.overdue && e.Next == nil && len(e.TimeOut) == 0 && !e.Exhausted {
-			for i := range stepCRs {
-				if !stepCRs[i].TimedOut && stepCRs[i].TemplateKind == e.Current.TemplateKind && stepCRs[i].TemplateName == e.Current.TemplateName {
-					e.TimeOut = append(e.TimeOut, i)
-					ctrl.LoggerFrom(ctx).Info("Node lease overdue, timing out the remediation", "node", node)
-				}
-			}
-			// The next reconcile starts the next step; with none, nothing is left now.
-			e.Exhausted = !slices.ContainsFunc(steps, func(s health.Step) bool { return s.Order > e.Current.Order })
+		renewAt = held.renewAt
+		if !held.held {
+			renewAt = held.retryAt
+			r.leaseBusy(nhc, node, held)
 		}
 	}
 
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
-		patch := client.MergeFrom(cr.DeepCopy())
-		annotations := cr.GetAnnotations()
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[remediationv1alpha1.NHCTimedOutAnnotation] = now.UTC().Format(time.RFC3339)
-		cr.SetAnnotations(annotations)
-		if err := r.Patch(ctx, cr, patch); err != nil {
+		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.NHCTimedOutAnnotation, ptr.To(now.UTC().Format(time.RFC3339))); err != nil {
 			return time.Time{}, renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
+		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "leaseOverdue", leaseOverdue(lease, leaseHolder(nhc), now))
 		if e.Exhausted {
 			r.event(nhc, corev1.EventTypeWarning, EventReasonNoTemplateLeft, "Escalate",
 				"Node %s is still unhealthy and its last remediation (%s) timed out or failed: no remediation template is left; the node stays listed until it recovers or is deleted",
@@ -318,9 +353,17 @@ func (r *Reconciler) escalate(ctx context.Context, nhc *remediationv1alpha1.Node
 		}
 	}
 	if e.Next != nil {
-		return e.Deadline, renewAt, r.create(ctx, nhc, node, stepTemplate(&nhc.Spec, *e.Next))
+		return e.Deadline, renewAt, r.create(ctx, snap, node, e.Next.StepKey)
 	}
 	return e.Deadline, renewAt, nil
+}
+
+func longestTimeout(steps []health.Step) time.Duration {
+	var longest time.Duration
+	for _, s := range steps {
+		longest = max(longest, s.Timeout)
+	}
+	return longest
 }
 
 // flagOld flags, once, each running CR older than OldRemediationAge with an annotation, a metric and
@@ -334,19 +377,10 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 		}
 		due := cr.GetCreationTimestamp().Add(OldRemediationAge)
 		if now.Before(due) {
-			if next.IsZero() || due.Before(next) {
-				next = due
-			}
+			next = health.Earliest(next, due)
 			continue
 		}
-		patch := client.MergeFrom(cr.DeepCopy())
-		annotations := cr.GetAnnotations()
-		if annotations == nil {
-			annotations = map[string]string{}
-		}
-		annotations[remediationv1alpha1.OldRemediationCRAnnotation] = "true"
-		cr.SetAnnotations(annotations)
-		if err := r.Patch(ctx, cr, patch); err != nil {
+		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.OldRemediationCRAnnotation, ptr.To("true")); err != nil {
 			return next, fmt.Errorf("flagging %s %s/%s as old: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
 		oldRemediationCR.WithLabelValues(cr.GetName(), cr.GetNamespace()).Inc()
@@ -361,8 +395,12 @@ func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node st
 	if _, seen := r.reported.LoadOrStore("lease/"+string(nhc.UID)+"/"+node+"/"+lease.otherHolder, true); seen {
 		return
 	}
+	until := "it releases it (the lease has no expiry)"
+	if !lease.expires.IsZero() {
+		until = lease.expires.UTC().Format(time.RFC3339)
+	}
 	r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
-		"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, lease.expires.UTC().Format(time.RFC3339))
+		"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
 }
 
 // markHealthyDelay records on each CR when its node's healthy delay started (empty: removes the
@@ -374,18 +412,11 @@ func (r *Reconciler) markHealthyDelay(ctx context.Context, crs []unstructured.Un
 		if (since == "" && !has) || (since != "" && current == since) || !cr.GetDeletionTimestamp().IsZero() {
 			continue
 		}
-		patch := client.MergeFrom(cr.DeepCopy())
-		annotations := cr.GetAnnotations()
-		if since == "" {
-			delete(annotations, remediationv1alpha1.HealthyDelayAnnotation)
-		} else {
-			if annotations == nil {
-				annotations = map[string]string{}
-			}
-			annotations[remediationv1alpha1.HealthyDelayAnnotation] = since
+		var value *string
+		if since != "" {
+			value = &since
 		}
-		cr.SetAnnotations(annotations)
-		if err := r.Patch(ctx, cr, patch); client.IgnoreNotFound(err) != nil {
+		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.HealthyDelayAnnotation, value); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("annotating %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
 	}
@@ -402,44 +433,19 @@ func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) e
 	if _, ok := node.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]; !ok {
 		return nil
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.ManuallyConfirmedHealthyAnnotation + `":null}}}`)
-	if err := r.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := remediationcr.PatchAnnotation(ctx, r.Client, node, remediationv1alpha1.ManuallyConfirmedHealthyAnnotation, nil); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removing the manual confirmation from node %s: %w", nodeName, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Removed manual confirmation", "node", nodeName)
 	return nil
 }
 
-// escalationSteps returns the spec's remediation steps: the escalation steps, or the single
-// template, which never times out.
-func escalationSteps(spec *remediationv1alpha1.NodeHealthCheckSpec) []health.Step {
-	if spec.RemediationTemplate != nil {
-		return []health.Step{{TemplateKind: spec.RemediationTemplate.Kind, TemplateName: spec.RemediationTemplate.Name}}
-	}
-	steps := make([]health.Step, 0, len(spec.EscalatingRemediations))
-	for _, e := range spec.EscalatingRemediations {
-		steps = append(steps, health.Step{TemplateKind: e.RemediationTemplate.Kind, TemplateName: e.RemediationTemplate.Name, Order: e.Order, Timeout: e.Timeout.Duration})
-	}
-	return steps
-}
-
-// stepTemplate returns the template reference of a step.
-func stepTemplate(spec *remediationv1alpha1.NodeHealthCheckSpec, step health.Step) corev1.ObjectReference {
-	for _, ref := range spec.TemplateRefs() {
-		if ref.Kind == step.TemplateKind && ref.Name == step.TemplateName {
-			return ref
-		}
-	}
-	return corev1.ObjectReference{}
-}
-
-// create creates the node's remediation CR from the template. A node's first CR is not created
-// when the NodeHealthCheck was paused or disabled since the approval; escalation continues (running
-// remediations are not stopped by a pause).
-func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, ref corev1.ObjectReference) error {
-	log := ctrl.LoggerFrom(ctx).WithValues("node", node)
-	if meta.IsStatusConditionTrue(nhc.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled) {
-		return nil
+// create creates the node's remediation CR of the step from its template.
+func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.StepKey) error {
+	nhc := snap.Stored
+	ref, ok := targets.TemplateRef(&snap.NHC.Spec, step)
+	if !ok {
+		return nil // the spec changed under the decision; the next reconcile decides again
 	}
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
@@ -471,7 +477,7 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 	if err != nil {
 		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
 	}
-	log.Info("Created remediation", "kind", cr.GetKind(), "name", cr.GetName())
+	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	return nil
@@ -480,13 +486,9 @@ func (r *Reconciler) create(ctx context.Context, nhc *remediationv1alpha1.NodeHe
 // stepCRExists reports, reading around the cache, whether the NodeHealthCheck already has a CR of
 // this kind and template for the node.
 func (r *Reconciler) stepCRExists(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, cr *unstructured.Unstructured) (bool, error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(cr.GroupVersionKind().GroupVersion().WithKind(cr.GetKind() + "List"))
-	if err := reader.List(ctx, list, client.InNamespace(cr.GetNamespace())); err != nil {
+	if err := r.reader().List(ctx, list, client.InNamespace(cr.GetNamespace())); err != nil {
 		return false, fmt.Errorf("listing %s: %w", cr.GetKind(), err)
 	}
 	template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
@@ -500,23 +502,80 @@ func (r *Reconciler) stepCRExists(ctx context.Context, nhc *remediationv1alpha1.
 	return false, nil
 }
 
-// explainExisting handles a CR that already has the name: ours (a stale cache; nothing to do), or
-// another NodeHealthCheck's, which then remediates the node first ("first wins").
+// explainExisting handles a CR whose name is taken:
+//   - by a CR of ours from the same template: our cache is behind; nothing to do;
+//   - by a CR of ours from another template of the same kind (the templates changed during the
+//     remediation): once that CR timed out it is deleted, so the step that replaces it gets its
+//     name; until then it is what runs (escalation holds the node meanwhile);
+//   - by another NodeHealthCheck's CR, which then remediates the node first ("first wins").
 func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, cr *unstructured.Unstructured) error {
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(cr.GroupVersionKind())
-	if err := r.Get(ctx, client.ObjectKeyFromObject(cr), existing); err != nil {
-		return client.IgnoreNotFound(err) // our cache is behind; the next event retries
+	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(cr), existing); err != nil {
+		return client.IgnoreNotFound(err) // gone meanwhile; the next reconcile creates it
 	}
-	if name, uid, ok := remediationcr.ControllerNHC(existing); ok && uid != nhc.UID {
-		if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+string(existing.GetUID()), true); seen {
+	node := remediationcr.NodeName(cr)
+	name, uid, ok := remediationcr.ControllerNHC(existing)
+	switch {
+	case ok && uid == nhc.UID:
+		oldTemplate := existing.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+		newTemplate := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+		if oldTemplate == newTemplate {
+			ctrl.LoggerFrom(ctx).V(1).Info("Remediation exists already; the cache is behind", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 			return nil
 		}
-		r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+		if _, timedOut := existing.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; !timedOut || !existing.GetDeletionTimestamp().IsZero() {
+			r.reportOnce(ctx, nhc, "exists/"+string(existing.GetUID()),
+				"Node %s: cannot create %s %s/%s from template %s: the CR of that name, from template %s, still runs", node, cr.GetKind(), cr.GetNamespace(), cr.GetName(), newTemplate, oldTemplate)
+			return nil
+		}
+		return r.deleteAll(ctx, nhc, node, []unstructured.Unstructured{*existing},
+			fmt.Sprintf("it timed out, and the CR from template %s that replaces it needs its name", newTemplate))
+	case ok:
+		r.reportOnce(ctx, nhc, "first-wins/"+string(existing.GetUID()),
 			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
-			remediationcr.NodeName(cr), name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
+			node, name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
+	default:
+		r.reportOnce(ctx, nhc, "foreign/"+string(existing.GetUID()),
+			"Node %s: cannot create %s %s/%s: an object of that name that no NodeHealthCheck controls exists", node, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	}
 	return nil
+}
+
+// explainStatus says, once per node and reason, why a node that the status lists as due for a
+// remediation (an entry without remediations) gets none: the status may be stale or written by
+// someone else, and the decision is re-derived from the cache.
+func (r *Reconciler) explainStatus(ctx context.Context, snap *targets.Snapshot) {
+	for _, e := range snap.Stored.Status.UnhealthyNodes {
+		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(snap.CRs[e.Name]) > 0 {
+			continue
+		}
+		d, listed := snap.Node(e.Name)
+		var why string
+		switch {
+		case !listed && !slices.ContainsFunc(snap.Nodes, func(n corev1.Node) bool { return n.Name == e.Name }):
+			why = "the NodeHealthCheck does not select it"
+		case !listed:
+			why = "it is healthy"
+		case d.Action == health.Wait:
+			why = "it is not unhealthy for its condition's duration yet: " + d.Health.Reason
+		case d.Action == health.Skip:
+			why = d.SkipMessage
+		default:
+			continue
+		}
+		r.reportOnce(ctx, snap.Stored, "status/"+e.Name+"/"+why, "Not remediating node %s, which the status lists as due: %s", e.Name, why)
+	}
+}
+
+// reportOnce emits a warning RemediationSkipped event and logs it, once per key and NodeHealthCheck.
+func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, key, note string, args ...any) {
+	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+key, true); seen {
+		return
+	}
+	msg := fmt.Sprintf(note, args...)
+	ctrl.LoggerFrom(ctx).Info(msg)
+	r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "%s", msg)
 }
 
 // machineOwner returns an owner reference to the node's Machine when the node names one in the
@@ -549,7 +608,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if !cr.GetDeletionTimestamp().IsZero() {
 			continue // being deleted; the remediator's finalizer decides when it is gone
 		}
-		if err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		if err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())}); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
@@ -560,18 +619,19 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 	return errors.Join(errs...)
 }
 
-// deleteOrphans deletes the CRs of a node the NodeHealthCheck no longer lists (deleted or no longer
-// selected), except CRs whose remediator deletes the node for good and is not done yet.
-func (r *Reconciler) deleteOrphans(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured) error {
+// deleteOrphans deletes the CRs of a node the NodeHealthCheck does not select (deleted, or no
+// longer matched, as the cache shows it now), except CRs whose remediator deletes the node for good
+// and is not done yet.
+func (r *Reconciler) deleteOrphans(ctx context.Context, snap *targets.Snapshot, node string) error {
 	var orphans []unstructured.Unstructured
-	for _, cr := range crs {
+	for _, cr := range snap.CRs[node] {
 		if remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected) == metav1.ConditionTrue &&
 			remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionSucceeded) != metav1.ConditionTrue {
 			continue
 		}
 		orphans = append(orphans, cr)
 	}
-	return r.deleteAll(ctx, nhc, node, orphans, "the node is gone or no longer selected")
+	return r.deleteAll(ctx, snap.Stored, node, orphans, "the node is gone or no longer selected")
 }
 
 func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
@@ -593,18 +653,15 @@ func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.R
 	return remediationcr.NHCRequests(ctx, r, nil)
 }
 
-func ownerNHC(_ context.Context, cr client.Object) []reconcile.Request {
-	if name, _, ok := remediationcr.ControllerNHC(cr); ok {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+// getLease reads the node's lease around the cache; nil when there is none.
+func (r *Reconciler) getLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+	lease := &coordinationv1.Lease{}
+	err := r.reader().Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
 	}
-	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+	if err != nil {
+		return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
 	}
-	slices.Sort(keys)
-	return keys
+	return lease, nil
 }

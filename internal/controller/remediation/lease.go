@@ -2,13 +2,19 @@ package remediation
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -26,10 +32,24 @@ const (
 	leaseBuffer = time.Minute
 	// leaseOverdueFactor: a remediation holding its lease for this many lease durations is timed out.
 	leaseOverdueFactor = 3
+	// leaseRecheck is how soon a lease another party holds without an expiry (no duration or renew
+	// time) is looked at again.
+	leaseRecheck = time.Minute
 )
 
-// leaseName is the name of a node's lease.
-func leaseName(node string) string { return "node-" + node }
+// leaseName is the name of a node's lease: "node-<node>", the public operator's. A node name so long
+// that the prefix would make it an invalid name is cut and completed with a hash of the whole name,
+// so every node still has its own lease.
+func leaseName(node string) string {
+	name := "node-" + node
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(node))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	head := strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
+	return head + suffix
+}
 
 // leaseHolder is this NodeHealthCheck's holder identity.
 func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string {
@@ -37,35 +57,66 @@ func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string {
 }
 
 // leaseDuration is the lease duration for a step: its timeout (or 10 minutes for a single
-// template) plus a minute.
+// template) plus a minute, at most what a lease can hold.
 func leaseDuration(stepTimeout time.Duration) time.Duration {
 	if stepTimeout <= 0 {
 		stepTimeout = singleTemplateLeaseStep
 	}
-	return stepTimeout + leaseBuffer
+	return min(stepTimeout, maxLeaseDuration-leaseBuffer) + leaseBuffer
+}
+
+// maxLeaseDuration is the longest duration a Lease holds (leaseDurationSeconds is an int32).
+const maxLeaseDuration = time.Duration(math.MaxInt32) * time.Second
+
+// leaseSeconds is the duration in whole seconds, as a Lease holds it.
+func leaseSeconds(d time.Duration) int32 {
+	return int32(min(d, maxLeaseDuration) / time.Second)
 }
 
 // leaseResult says whether the node's lease is ours.
 type leaseResult struct {
 	held bool
-	// otherHolder and expires describe a valid lease of someone else.
+	// otherHolder and expires describe a lease of someone else (expires zero: no expiry known);
+	// retryAt is when to look again.
 	otherHolder string
 	expires     time.Time
-	// overdue is true when we have held the lease for more than leaseOverdueFactor durations.
-	overdue bool
+	retryAt     time.Time
 	// renewAt is when to renew our lease.
 	renewAt time.Time
 }
 
-// takeLease acquires or renews the node's lease for this NodeHealthCheck with the step's duration.
-// stepStart is when the covered step started: the lease's acquireTime, from which it becomes overdue.
-func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, duration time.Duration, stepStart, now time.Time) (leaseResult, error) {
+// foreignHold reports whether another party holds the lease at now, and until when (zero: no
+// expiry is known, because it has no duration or renew time: it is held until it is released).
+func foreignHold(lease *coordinationv1.Lease, holder string, now time.Time) (bool, time.Time) {
+	if lease == nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || *lease.Spec.HolderIdentity == holder {
+		return false, time.Time{}
+	}
+	if lease.Spec.LeaseDurationSeconds == nil || lease.Spec.RenewTime == nil {
+		return true, time.Time{}
+	}
+	expires := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
+	return now.Before(expires), expires
+}
+
+// leaseOverdue reports whether we have held the lease for the running step more than
+// leaseOverdueFactor lease durations: the remediator is stuck.
+func leaseOverdue(lease *coordinationv1.Lease, holder string, now time.Time) bool {
+	if lease == nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder ||
+		lease.Spec.AcquireTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return false
+	}
+	held := time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
+	return now.After(lease.Spec.AcquireTime.Add(leaseOverdueFactor * held))
+}
+
+// takeLease acquires or renews the node's lease (as read: nil when there is none) for this
+// NodeHealthCheck with the step's duration. stepStart is when the covered step started: the lease's
+// acquireTime, from which it becomes overdue.
+func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, lease *coordinationv1.Lease,
+	duration time.Duration, stepStart, now time.Time) (leaseResult, error) {
 	holder := leaseHolder(nhc)
-	seconds := int32(duration / time.Second)
-	lease := &coordinationv1.Lease{}
-	err := r.reader().Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
-	switch {
-	case apierrors.IsNotFound(err):
+	seconds := leaseSeconds(duration)
+	if lease == nil {
 		n := &corev1.Node{}
 		if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return leaseResult{}, fmt.Errorf("getting node %s for its lease: %w", node, err)
@@ -80,14 +131,15 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 			return leaseResult{}, err
 		}
 		return leaseResult{held: true, renewAt: now.Add(duration / 3)}, nil
-	case err != nil:
-		return leaseResult{}, fmt.Errorf("getting lease of node %s: %w", node, err)
 	}
-
-	current := ""
-	if lease.Spec.HolderIdentity != nil {
-		current = *lease.Spec.HolderIdentity
+	if other, expires := foreignHold(lease, holder, now); other {
+		retryAt := expires
+		if retryAt.IsZero() {
+			retryAt = now.Add(leaseRecheck)
+		}
+		return leaseResult{otherHolder: *lease.Spec.HolderIdentity, expires: expires, retryAt: retryAt}, nil
 	}
+	current := ptrValue(lease.Spec.HolderIdentity)
 	var renewed, acquired time.Time
 	if lease.Spec.RenewTime != nil {
 		renewed = lease.Spec.RenewTime.Time
@@ -95,44 +147,50 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	if lease.Spec.AcquireTime != nil {
 		acquired = lease.Spec.AcquireTime.Time
 	}
-	var held time.Duration
-	if lease.Spec.LeaseDurationSeconds != nil {
-		held = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	}
-	expires := renewed.Add(held)
-	if current != holder && current != "" && now.Before(expires) {
-		return leaseResult{otherHolder: current, expires: expires}, nil
-	}
-
 	// Ours (or free, or expired): renew when a third of the duration has passed, or the step changed.
 	res := leaseResult{held: true, renewAt: now.Add(duration / 3)}
 	stepChanged := current == holder && !acquired.Equal(stepStart) && stepStart.After(acquired)
-	if current == holder && !stepChanged && now.Before(renewed.Add(duration/3)) && held == duration {
+	if current == holder && !stepChanged && now.Before(renewed.Add(duration/3)) && ptrValue(lease.Spec.LeaseDurationSeconds) == seconds {
 		res.renewAt = renewed.Add(duration / 3)
-		res.overdue = now.After(acquired.Add(leaseOverdueFactor * duration))
 		return res, nil
 	}
 	if current != holder || stepChanged {
 		acquired = stepStart
 	}
+	lease = lease.DeepCopy()
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, &seconds
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &metav1.MicroTime{Time: acquired}, &metav1.MicroTime{Time: now}
 	if err := r.Update(ctx, lease); err != nil {
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
-	res.overdue = now.After(acquired.Add(leaseOverdueFactor * duration))
 	return res, nil
 }
 
-// releaseLease deletes the node's lease if this NodeHealthCheck holds it.
-func (r *Reconciler) releaseLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
-	lease := &coordinationv1.Lease{}
-	err := r.reader().Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
-	if apierrors.IsNotFound(err) {
-		return nil
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
+	return *p
+}
+
+// releaseLease deletes the node's lease if this NodeHealthCheck holds it. A release that fails is
+// remembered and retried by releaseLeftLeases once the node has no CR left.
+func (r *Reconciler) releaseLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
+	key := string(nhc.UID) + "/" + node
+	err := r.deleteLease(ctx, nhc, node)
 	if err != nil {
-		return fmt.Errorf("getting lease of node %s: %w", node, err)
+		r.leftLeases.Store(key, node)
+	} else {
+		r.leftLeases.Delete(key)
+	}
+	return err
+}
+
+func (r *Reconciler) deleteLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
+	lease, err := r.getLease(ctx, node)
+	if err != nil || lease == nil {
+		return err
 	}
 	if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != leaseHolder(nhc) {
 		return nil
@@ -141,6 +199,35 @@ func (r *Reconciler) releaseLease(ctx context.Context, nhc *remediationv1alpha1.
 		return fmt.Errorf("releasing lease of node %s: %w", node, err)
 	}
 	return nil
+}
+
+// releaseLeftLeases releases the leases this NodeHealthCheck may still hold for nodes whose
+// remediation ended: those whose release failed, and, on the first reconcile of each
+// NodeHealthCheck in this process, every lease it holds (a previous leader may have stopped between
+// deleting a node's CRs and releasing its lease). busy tells the nodes whose lease is in use.
+func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, busy func(node string) bool) error {
+	if _, swept := r.sweptLeases.LoadOrStore(nhc.UID, true); !swept {
+		leases := &coordinationv1.LeaseList{}
+		if err := r.reader().List(ctx, leases, client.InNamespace(r.leaseNamespace())); err != nil {
+			r.sweptLeases.Delete(nhc.UID)
+			return fmt.Errorf("listing node leases: %w", err)
+		}
+		for _, l := range leases.Items {
+			if ptrValue(l.Spec.HolderIdentity) != leaseHolder(nhc) || len(l.OwnerReferences) == 0 || l.OwnerReferences[0].Kind != "Node" {
+				continue
+			}
+			r.leftLeases.Store(string(nhc.UID)+"/"+l.OwnerReferences[0].Name, l.OwnerReferences[0].Name)
+		}
+	}
+	prefix := string(nhc.UID) + "/"
+	var errs []error
+	r.leftLeases.Range(func(k, v any) bool {
+		if node := v.(string); strings.HasPrefix(k.(string), prefix) && !busy(node) {
+			errs = append(errs, r.releaseLease(ctx, nhc, node))
+		}
+		return true
+	})
+	return errors.Join(errs...)
 }
 
 // createInLeaseNamespace creates the lease, and the lease namespace first if it is missing.

@@ -14,3 +14,14 @@ var oldRemediationCR = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"name", "namespace"})
 
 func init() { crmetrics.Registry.MustRegister(oldRemediationCR) }
+
+// MetricRemediationErrors counts reconciles of a NodeHealthCheck in which some remediation action
+// (creating, escalating, deleting a CR, a node lease) failed and was retried; label nhc (bounded by
+// the NodeHealthChecks).
+const MetricRemediationErrors = "nodehealthcheck_remediation_errors_total"
+
+var remediationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: MetricRemediationErrors, Help: "Reconciles of a NodeHealthCheck in which a remediation action failed and is retried",
+}, []string{"nhc"})
+
+func init() { crmetrics.Registry.MustRegister(remediationErrors) }

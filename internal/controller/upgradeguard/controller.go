@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -42,18 +43,12 @@ import (
 // ControllerName names the controller in logs, metrics and events.
 const ControllerName = "upgradeguard"
 
-// Event reasons, on the object that shows the signal.
+// Event reasons, on the object that shows the signal (defined in api/v1alpha1).
 const (
-	// EventReasonUpgradeDetected: a signal closed the gate; no new remediation starts.
-	EventReasonUpgradeDetected = "UpgradeDetected"
-	// EventReasonUpgradeEnded: the signal is gone; remediation resumes unless another one holds.
-	EventReasonUpgradeEnded = "UpgradeEnded"
-	// EventReasonConflictingMachineHealthCheck (warning, on the MachineHealthCheck): NodeHealthChecks
-	// are disabled while it exists.
-	EventReasonConflictingMachineHealthCheck = "ConflictingMachineHealthCheck"
-	// EventReasonTerminationHandlerTolerated (on the MachineHealthCheck): the default termination
-	// handler is tolerated, and terminating nodes are left to it.
-	EventReasonTerminationHandlerTolerated = "TerminationHandlerTolerated"
+	EventReasonUpgradeDetected               = remediationv1alpha1.EventReasonUpgradeDetected
+	EventReasonUpgradeEnded                  = remediationv1alpha1.EventReasonUpgradeEnded
+	EventReasonConflictingMachineHealthCheck = remediationv1alpha1.EventReasonConflictingMachineHealthCheck
+	EventReasonTerminationHandlerTolerated   = remediationv1alpha1.EventReasonTerminationHandlerTolerated
 )
 
 // discoverRequest enables the detectors whose kinds are served, at start and whenever a CRD of
@@ -178,7 +173,7 @@ func (g *Guard) discover(ctx context.Context) (ctrl.Result, error) {
 			continue // not OpenShift (yet); a detector once on stays on, and sees nothing
 		}
 		for _, gvk := range served {
-			if _, err := g.watcher.Ensure(gvk, enqueueMap(d.name)); err != nil {
+			if _, err := g.watcher.Ensure(gvk, handler.EnqueueRequestsFromMapFunc(enqueueMap(d.name))); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package nhc
+package targets
 
 import (
 	"context"
@@ -14,35 +14,37 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
-// templateProblem says why a NodeHealthCheck cannot use its templates; nil when it can.
-type templateProblem struct {
-	reason  string
-	message string
+// Problem says why a NodeHealthCheck cannot work (its Disabled condition's reason and message).
+type Problem struct {
+	// Reason is the Disabled condition's reason.
+	Reason string
+	// Message explains it to an administrator.
+	Message string
 }
 
-// templateGetter reads templates (templateaccess.Reader, or a client).
-type templateGetter interface {
+// TemplateGetter reads templates (templateaccess.Reader, or a client).
+type TemplateGetter interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
-// checkTemplates reads every referenced template and reports the first problem.
-func checkTemplates(ctx context.Context, c templateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec) (*templateProblem, error) {
+// CheckTemplates reads every referenced template and reports the first problem.
+func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec) (*Problem, error) {
 	for _, ref := range spec.TemplateRefs() {
 		t := &unstructured.Unstructured{}
 		t.SetGroupVersionKind(ref.GroupVersionKind())
 		err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, t)
 		switch {
 		case meta.IsNoMatchError(err):
-			return &templateProblem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
 				fmt.Sprintf("Kind %s of template %s/%s is not served by the API server; is its remediator installed?", ref.Kind, ref.Namespace, ref.Name)}, nil
 		case apierrors.IsNotFound(err):
-			return &templateProblem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
 				fmt.Sprintf("Remediation template %s %s/%s not found", ref.Kind, ref.Namespace, ref.Name)}, nil
 		case err != nil:
 			return nil, fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 		}
 		if _, found, _ := unstructured.NestedMap(t.Object, "spec", "template"); !found {
-			return &templateProblem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
 				fmt.Sprintf("Remediation template %s %s/%s has no spec.template", ref.Kind, ref.Namespace, ref.Name)}, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package nhc
+package targets
 
 import (
 	"slices"
@@ -18,8 +18,8 @@ import (
 // selected nodes (when that detector is on) and, on hosted control planes, a MachineConfig update of
 // a node about to be remediated (unhealthy, without a remediation yet). The gate remembers when this
 // NodeHealthCheck first saw each node-level signal, for the maximum pause.
-func (r *Reconciler) upgradeOutcome(stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []corev1.Node,
-	crs map[string][]unstructured.Unstructured, conditions []remediationv1alpha1.UnhealthyCondition, now time.Time) upgrade.Outcome {
+func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []corev1.Node,
+	crs map[string][]unstructured.Unstructured, conditions []remediationv1alpha1.UnhealthyCondition, maxPause time.Duration, now time.Time) upgrade.Outcome {
 	var node []upgrade.Signal
 	if v.NodeRollout {
 		if s := upgrade.RollingUpgrade(nodes); s != nil {
@@ -37,11 +37,11 @@ func (r *Reconciler) upgradeOutcome(stored *remediationv1alpha1.NodeHealthCheck,
 			}
 		}
 	}
-	if r.Gate != nil {
-		node = r.Gate.NodeSignals(stored.Name, node, now) // when each began, and the gate metric
+	if gate != nil {
+		node = gate.NodeSignals(stored.Name, node, now) // when each began, and the gate metric
 	}
 	signals := append(slices.Clone(v.Closed), node...)
-	return upgrade.Condition(upgrade.ConditionInput{Known: v.Known, Pending: v.Pending, Signals: signals, MaxPause: r.MaxPause,
+	return upgrade.Condition(upgrade.ConditionInput{Known: v.Known, Pending: v.Pending, Signals: signals, MaxPause: maxPause,
 		Previous: meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress),
 		Now:      now, Generation: stored.Generation})
 }

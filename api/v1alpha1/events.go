@@ -1,0 +1,52 @@
+package v1alpha1
+
+// Event reasons of the operator's events regarding NodeHealthChecks and Nodes. Most are the public
+// operator's, so existing alerts and dashboards keep working; each is defined here once.
+const (
+	// EventReasonDisabled (warning): the NodeHealthCheck became Disabled; the message says why.
+	EventReasonDisabled = "Disabled"
+	// EventReasonEnabled: the NodeHealthCheck is no longer Disabled.
+	EventReasonEnabled = "Enabled"
+	// EventReasonDetectedUnhealthy: a selected node became unhealthy.
+	EventReasonDetectedUnhealthy = "DetectedUnhealthy"
+	// EventReasonRemediationSkipped (warning): an unhealthy node gets no remediation now; the
+	// message says why (budget, pause, lease, etcd quorum, another NodeHealthCheck, ...).
+	EventReasonRemediationSkipped = "RemediationSkipped"
+	// EventReasonInvalidNodeLabel (warning): a node's exclude-from-remediation label has an empty
+	// value and is ignored.
+	EventReasonInvalidNodeLabel = "InvalidNodeLabel"
+	// EventReasonRemediationCreated: a remediation CR was created.
+	EventReasonRemediationCreated = "RemediationCreated"
+	// EventReasonRemediationRemoved: a remediation CR was deleted.
+	EventReasonRemediationRemoved = "RemediationRemoved"
+	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.
+	EventReasonNoTemplateLeft = "NoTemplateLeft"
+	// EventReasonOldRemediationCR (warning): a remediation CR has been running for too long.
+	EventReasonOldRemediationCR = "RemediationCRTooOld"
+
+	// EventReasonStormRecoveryStarted (warning): the healthy-node threshold was violated with storm
+	// recovery on.
+	EventReasonStormRecoveryStarted = "StormRecoveryStarted"
+	// EventReasonStormRecoveryCooldownStarted: the threshold holds again; the cooldown runs.
+	EventReasonStormRecoveryCooldownStarted = "StormRecoveryCooldownStarted"
+	// EventReasonStormRecoveryEnded: the cooldown passed; remediation resumes.
+	EventReasonStormRecoveryEnded = "StormRecoveryEnded"
+
+	// EventReasonUpgradeDetected: an upgrade signal holds new remediations back.
+	EventReasonUpgradeDetected = "UpgradeDetected"
+	// EventReasonUpgradeEnded: no upgrade signal is seen any more; remediation resumes.
+	EventReasonUpgradeEnded = "UpgradeEnded"
+	// EventReasonUpgradePauseExpired (warning): signals held remediation back for the maximum pause;
+	// remediation resumes although they are still seen.
+	EventReasonUpgradePauseExpired = "UpgradePauseExpired"
+	// EventReasonConflictingMachineHealthCheck (warning, on a MachineHealthCheck): NodeHealthChecks
+	// are disabled while it exists.
+	EventReasonConflictingMachineHealthCheck = "ConflictingMachineHealthCheck"
+	// EventReasonTerminationHandlerTolerated (on a MachineHealthCheck): the default termination
+	// handler is tolerated, and terminating nodes are left to it.
+	EventReasonTerminationHandlerTolerated = "TerminationHandlerTolerated"
+	// EventReasonInvalidSpec (warning) regards a NodeHealthCheck the operator cannot decode: it is
+	// ignored (not evaluated, nothing remediated, its remediation CRs left as they are) until its spec
+	// is fixed.
+	EventReasonInvalidSpec = "InvalidSpec"
+)

@@ -1,0 +1,109 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+)
+
+// RemediationKinds returns the remediation CR kinds a NodeHealthCheck uses: those of the templates
+// it references now, then those of the CRs its status lists (the templates may have changed since).
+// Remediation kinds are custom resources: kinds of the core group are left out, so that a status
+// entry cannot make the operator watch Pods or Secrets.
+func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVersionKind {
+	kinds := templateKinds(nhc)
+	add := func(gvk schema.GroupVersionKind) {
+		if gvk.Kind != "" && gvk.Group != "" && !slices.Contains(kinds, gvk) {
+			kinds = append(kinds, gvk)
+		}
+	}
+	for _, e := range nhc.Status.UnhealthyNodes {
+		for _, r := range e.Remediations {
+			add(r.Resource.GroupVersionKind())
+		}
+	}
+	return kinds
+}
+
+// remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
+// every kind any NodeHealthCheck uses, across namespaces. A kind the operator may not list and watch
+// is not read (its informer would never sync); when nhc uses it, the returned problem says so.
+func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
+	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := g.Reader.List(ctx, nhcs); err != nil {
+		return nil, nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
+	}
+	own := templateKinds(nhc)
+	kinds := RemediationKinds(nhc)
+	for i := range nhcs.Items {
+		for _, gvk := range RemediationKinds(&nhcs.Items[i]) {
+			if !slices.Contains(kinds, gvk) {
+				kinds = append(kinds, gvk)
+			}
+		}
+	}
+	var problem *Problem
+	var out []unstructured.Unstructured
+	for _, gvk := range kinds {
+		if g.Access != nil {
+			served, watchable, err := g.Access.Check(ctx, gvk)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !served {
+				continue // no CR of a kind that is not served exists
+			}
+			if !watchable {
+				if problem == nil && slices.Contains(own, gvk) {
+					problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationNotWatchable,
+						fmt.Sprintf("The operator may not list and watch %s.%s, so it cannot tell which nodes are remediated; the remediator's ClusterRole labelled %s=true must grant get, list, watch, create, update, patch and delete on them",
+							gvk.Kind, gvk.Group, remediationv1alpha1.AggregateToExtRemediationLabel)}
+				}
+				continue
+			}
+		}
+		if g.Watch != nil {
+			served, err := g.Watch(gvk)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !served {
+				continue
+			}
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := g.Reader.List(ctx, list); err != nil {
+			if meta.IsNoMatchError(err) {
+				continue // not served (any more): no CR of it exists
+			}
+			return nil, nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		}
+		for _, cr := range list.Items {
+			if _, _, ok := remediationcr.ControllerNHC(&cr); ok {
+				out = append(out, cr)
+			}
+		}
+	}
+	return out, problem, nil
+}
+
+// templateKinds returns the remediation CR kinds of the templates the NodeHealthCheck references.
+func templateKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVersionKind {
+	var kinds []schema.GroupVersionKind
+	for _, ref := range nhc.Spec.TemplateRefs() {
+		if gvk := remediationcr.GVK(ref); gvk.Kind != "" && !slices.Contains(kinds, gvk) {
+			kinds = append(kinds, gvk)
+		}
+	}
+	return kinds
+}

@@ -1,0 +1,278 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
+)
+
+// AccessChecker tells whether the operator may list and watch a kind cluster-wide
+// (templateaccess.Reader). A remediation kind it may not watch cannot be cached: reading it would
+// wait forever for an informer that never syncs.
+type AccessChecker interface {
+	Check(ctx context.Context, gvk schema.GroupVersionKind) (served, watchable bool, err error)
+}
+
+// Gatherer gathers snapshots through the shared cache. Each controller has its own, since each
+// watches the remediation kinds with its own handler.
+type Gatherer struct {
+	// Reader reads through the shared cache.
+	Reader client.Reader
+	// Gate is the upgrade gate; nil: no upgrade awareness (tests of one controller alone).
+	Gate *upgrade.Gate
+	// MaxPause bounds how long each upgrade signal holds new remediations back; zero: no bound.
+	MaxPause time.Duration
+	// Access tells which remediation kinds may be watched; nil: every kind.
+	Access AccessChecker
+	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
+	// reports false when the API server does not serve the kind. nil: no watch is added.
+	Watch func(schema.GroupVersionKind) (bool, error)
+}
+
+// Options select what a snapshot includes.
+type Options struct {
+	// Templates, when set, reads every referenced template and reports a missing or invalid one as
+	// a Problem (the nhc controller). The remediation controller reads the template it creates a CR
+	// from anyway, and does not create one from a template it cannot read.
+	Templates TemplateGetter
+	// Acting is set by the remediation controller: state that only the stored status holds (storm
+	// recovery) must have been reported once before a new remediation starts on it.
+	Acting bool
+}
+
+// Snapshot is everything one NodeHealthCheck's decision depends on, read at one moment, and the
+// decision itself.
+type Snapshot struct {
+	// Stored is the NodeHealthCheck as read; NHC is a copy with defaults applied (objects admitted
+	// without the webhook).
+	Stored, NHC *remediationv1alpha1.NodeHealthCheck
+	// Now is when the snapshot was taken.
+	Now time.Time
+	// Nodes are the selected nodes.
+	Nodes []corev1.Node
+	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
+	// every remediation kind any NodeHealthCheck references now or lists in its status.
+	CRs map[string][]unstructured.Unstructured
+	// Orphans are the nodes with CRs of this NodeHealthCheck that it does not select (deleted, or no
+	// longer matched), sorted.
+	Orphans []string
+	// Problem is why the NodeHealthCheck cannot work (its Disabled condition); nil when it can.
+	Problem *Problem
+	// Unwatchable is set when a kind the NodeHealthCheck uses may not be listed and watched, so a
+	// change to it comes without an event: look again after a while.
+	Unwatchable bool
+	// Verdict is the upgrade gate's state; Upgrade is the NodeHealthCheck's UpgradeInProgress outcome.
+	Verdict upgrade.Verdict
+	Upgrade upgrade.Outcome
+	// Input is what the decision was made from, and Decision the decision.
+	Input    health.Input
+	Decision health.Decision
+}
+
+// Gather reads the NodeHealthCheck's world from the cache at now and decides.
+func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, now time.Time, o Options) (*Snapshot, error) {
+	s := &Snapshot{Stored: stored, NHC: stored.DeepCopy(), Now: now, Verdict: upgrade.Verdict{Known: true}}
+	remediationv1alpha1.SetDefaults(s.NHC)
+	if g.Gate != nil {
+		s.Verdict = g.Gate.Verdict()
+	}
+	if o.Templates != nil {
+		var err error
+		if s.Problem, err = CheckTemplates(ctx, o.Templates, &s.NHC.Spec); err != nil {
+			return nil, err
+		}
+	}
+	if conflict := s.Verdict.MachineHealthChecks.Conflict; conflict != "" {
+		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
+	}
+
+	nodes, err := selectedNodes(ctx, g.Reader, &s.NHC.Spec.Selector)
+	if err != nil {
+		return nil, err
+	}
+	s.Nodes = nodes
+	all, denied, err := g.remediationCRs(ctx, s.NHC)
+	if err != nil {
+		return nil, err
+	}
+	if denied != nil && s.Problem == nil {
+		s.Problem = denied
+	}
+	s.Unwatchable = denied != nil
+
+	// Ours by node; for the others, who remediates which node.
+	s.CRs = map[string][]unstructured.Unstructured{}
+	elsewhere := map[string]string{}
+	for _, cr := range all {
+		name, uid, _ := remediationcr.ControllerNHC(&cr)
+		node := remediationcr.NodeName(&cr)
+		if uid == stored.UID {
+			s.CRs[node] = append(s.CRs[node], cr)
+		} else if _, seen := elsewhere[node]; !seen {
+			elsewhere[node] = name
+		}
+	}
+	selected := map[string]bool{}
+	for _, n := range nodes {
+		selected[n.Name] = true
+	}
+	for node := range s.CRs {
+		if !selected[node] {
+			s.Orphans = append(s.Orphans, node)
+		}
+	}
+	slices.Sort(s.Orphans)
+	controlPlaneElsewhere, err := g.controlPlaneElsewhere(ctx, elsewhere)
+	if err != nil {
+		return nil, err
+	}
+
+	in := health.Input{Now: now, UnhealthyConditions: s.NHC.Spec.UnhealthyConditions, MinHealthy: s.NHC.Spec.MinHealthy,
+		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere}
+	if s.NHC.Spec.HealthyDelay != nil {
+		in.HealthyDelay = &s.NHC.Spec.HealthyDelay.Duration
+	}
+	if s.NHC.Spec.StormCooldownDuration != nil {
+		in.StormCooldown = &s.NHC.Spec.StormCooldownDuration.Duration
+		in.Storm = StormState(stored.Status.Conditions)
+	}
+	healthySince := map[string]time.Time{}
+	for _, e := range stored.Status.UnhealthyNodes {
+		if e.ConditionsHealthyTimestamp != nil {
+			healthySince[e.Name] = e.ConditionsHealthyTimestamp.Time
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
+		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0,
+			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
+			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
+			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n)}
+		if !hn.Remediating {
+			hn.RemediatedElsewhere = elsewhere[n.Name]
+		}
+		in.Nodes = append(in.Nodes, hn)
+	}
+	s.Upgrade = upgradeOutcome(g.Gate, stored, s.Verdict, nodes, s.CRs, s.NHC.Spec.UnhealthyConditions, g.MaxPause, now)
+	if s.Problem != nil {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: s.Problem.Message})
+	}
+	if len(s.NHC.Spec.PauseRequests) > 0 {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", s.NHC.Spec.PauseRequests)})
+	}
+	if s.Upgrade.Blocked != "" {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipUpgrade, Message: s.Upgrade.Blocked})
+	}
+	if o.Acting && in.StormCooldown != nil && meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeStormActive) == nil {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipStorm,
+			Message: "storm recovery is on and its state has not been reported in status yet"})
+	}
+	s.Input = in
+	s.Decision = health.Decide(in)
+	return s, nil
+}
+
+// Next is the earliest time the snapshot's decision changes on its own: a node's condition
+// duration, a healthy delay, a storm cooldown or the maximum upgrade pause; zero when nothing is
+// pending.
+func (s *Snapshot) Next() time.Time { return health.Earliest(s.Decision.Next, s.Upgrade.Expires) }
+
+// Node returns the decision about the named node and whether it is selected and not simply healthy.
+func (s *Snapshot) Node(name string) (health.NodeDecision, bool) {
+	i, found := slices.BinarySearchFunc(s.Decision.Nodes, name, func(d health.NodeDecision, n string) int {
+		switch {
+		case d.Name < n:
+			return -1
+		case d.Name > n:
+			return 1
+		}
+		return 0
+	})
+	if !found {
+		return health.NodeDecision{}, false
+	}
+	return s.Decision.Nodes[i], true
+}
+
+// controlPlaneElsewhere returns the first (by name) control-plane node that another NodeHealthCheck
+// remediates, or "".
+func (g *Gatherer) controlPlaneElsewhere(ctx context.Context, elsewhere map[string]string) (string, error) {
+	var names []string
+	for node := range elsewhere {
+		names = append(names, node)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		n := &corev1.Node{}
+		if err := g.Reader.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				continue
+			}
+			return "", fmt.Errorf("getting node %s: %w", name, err)
+		}
+		if remediationcr.IsControlPlane(n.Labels) {
+			return name, nil
+		}
+	}
+	return "", nil
+}
+
+// StormState reads storm recovery's state from the stored conditions: the cooldown started when
+// StormCooldownActive became True.
+func StormState(conditions []metav1.Condition) health.StormState {
+	var s health.StormState
+	s.Active = meta.IsStatusConditionTrue(conditions, remediationv1alpha1.ConditionTypeStormActive)
+	if c := meta.FindStatusCondition(conditions, remediationv1alpha1.ConditionTypeStormCooldownActive); s.Active && c != nil && c.Status == metav1.ConditionTrue {
+		s.CooldownSince = c.LastTransitionTime.Time
+	}
+	return s
+}
+
+// CREvents is the event handler for remediation CRs: a CR that appears or goes reconciles every
+// NodeHealthCheck (first wins and one control-plane node at a time hold across them); a change of
+// a CR reconciles the NodeHealthCheck that controls it.
+func CREvents(c client.Reader) handler.EventHandler {
+	all := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range remediationcr.NHCRequests(ctx, c, nil) {
+			q.Add(req)
+		}
+	}
+	owner := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if name, _, ok := remediationcr.ControllerNHC(obj); ok {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			all(ctx, q)
+		},
+		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			all(ctx, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner(e.ObjectNew, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			owner(e.Object, q)
+		},
+	}
+}
