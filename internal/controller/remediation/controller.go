@@ -142,7 +142,9 @@ func (r *Reconciler) init() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause}
 		if r.watcher != nil {
-			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) { return r.watcher.Ensure(gvk, targets.CREvents(r.Client)) }
+			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
+				return r.watcher.Ensure(gvk, targets.CREvents(r.Client))
+			}
 		}
 		if r.Templates != nil {
 			r.targets.Access = r.Templates
