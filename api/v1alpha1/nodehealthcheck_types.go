@@ -267,7 +267,20 @@ type Remediation struct {
 
 // NodeHealthCheck watches the health of a set of nodes and asks a remediator to fix the unhealthy
 // ones.
+//
+// While any node has a running remediation (status.unhealthyNodes[].remediations not empty), the
+// spec fields that decide which nodes are remediated and how (selector, remediationTemplate,
+// escalatingRemediations) cannot change: the same rule as the webhook's, here as CEL transition
+// rules so that it also holds without the webhook. They compare with the stored status, so a
+// status-only update never trips them. Two steps are the same when order, template and timeout
+// are, the timeout compared as a duration ("300s" is "5m0s"), as the webhook compares decoded values.
+// Unlike the webhook's, their message cannot list the nodes: a CEL message that walks
+// status.unhealthyNodes exceeds the CRD's cost budget, since that list has no size limit (mass
+// failures in large clusters must still fit in the status).
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (self.spec.selector == oldSelf.spec.selector)",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.selector",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (has(self.spec.remediationTemplate) == has(oldSelf.spec.remediationTemplate) && (!has(self.spec.remediationTemplate) || self.spec.remediationTemplate == oldSelf.spec.remediationTemplate))",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.remediationTemplate",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (has(self.spec.escalatingRemediations) == has(oldSelf.spec.escalatingRemediations) && (!has(self.spec.escalatingRemediations) || (self.spec.escalatingRemediations.map(e, e.order) == oldSelf.spec.escalatingRemediations.map(e, e.order) && self.spec.escalatingRemediations.all(e, oldSelf.spec.escalatingRemediations.exists(o, o.order == e.order && o.remediationTemplate == e.remediationTemplate && (o.timeout == e.timeout || (o.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') && e.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') && duration(o.timeout) == duration(e.timeout))))))))",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.escalatingRemediations",reason=FieldValueForbidden
 // +kubebuilder:resource:path=nodehealthchecks,scope=Cluster,shortName=nhc
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Disabled, Paused, Remediating or Enabled"

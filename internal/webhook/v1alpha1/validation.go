@@ -273,7 +273,9 @@ func isTemplateKind(kind string) bool {
 }
 
 // ValidateUpdate checks the rules that compare the old and new object: while any node has a running
-// remediation, the fields that decide which nodes are remediated and how cannot change.
+// remediation, the fields that decide which nodes are remediated and how cannot change. The CRD has
+// the same rule as CEL transition rules on the NodeHealthCheck type, with a message that cannot name
+// the nodes.
 func ValidateUpdate(oldNHC, newNHC *remediationv1alpha1.NodeHealthCheck) field.ErrorList {
 	running := oldNHC.Status.NodesWithRunningRemediation()
 	if len(running) == 0 {
