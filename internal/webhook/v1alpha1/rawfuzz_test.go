@@ -82,6 +82,11 @@ func rawSeeds() []string {
 		seeds = append(seeds, rawNHC("fuzz", fields...))
 	}
 	return append(seeds,
+		`{"status": {"observedNodes": 3, "healthyNodes": 1e10, "phase": "Enabled", "lastUpdateTime": "2026-01-02T15:04:05Z",`+
+			`"unhealthyNodes": [{"name": "worker-1", "healthyDelayed": true, "conditionsHealthyTimestamp": "2026-01-02T15:04:05.123+02:00",`+
+			`"remediations": [{"resource": {"kind": "TestRemediation", "name": "worker-1"}, "started": "2026-01-02T15:04:05Z", "templateName": "t"}]}],`+
+			`"conditions": [{"type": "Disabled", "status": "False", "reason": "NodeHealthCheckEnabled", "message": "", "lastTransitionTime": "2026-01-02T15:04:05Z", "observedGeneration": 9223372036854775807}]}}`,
+		`{"status": {"observedNodes": 9223372036854775808, "lastUpdateTime": "2006-01-02T15:04:05", "inFlightRemediations": {"a": "2026-01-02T15:04:05Z"}}}`,
 		`{"spec": null}`, `{"spec": []}`, `{"Spec": {"selector": {}}}`, `[]`, `null`, `"spec"`, tooDeep,
 		`{"apiVersion":"remediation.medik8s.io/v1alpha1","kind":"NodeHealthCheck","metadata":{"name":"x"},"spec":{"selector":{},"remediationTemplate":{"apiVersion":"a/v1","kind":"ATemplate","name":"a"}},"status":{"observedNodes":1e300,"lastUpdateTime":"2006-01-02T15:04:05"}}`,
 	)
@@ -109,6 +114,12 @@ func FuzzRawJSON(f *testing.F) {
 		if err := utiljson.Unmarshal(data, &obj); err != nil || obj == nil {
 			return
 		}
+		// The status subresource: the nhc controller writes it, but so can anyone allowed to, and the
+		// informer decodes it too.
+		if status, ok := obj["status"]; ok {
+			checkStatusUpdate(t, v, status)
+		}
+
 		// A create on the main endpoint: the client names the kind, the API server checks metadata
 		// itself, and status is a subresource, dropped on create.
 		obj["apiVersion"] = remediationv1alpha1.GroupVersion.String()
@@ -157,6 +168,32 @@ func FuzzRawJSON(f *testing.F) {
 		}
 		requireUsable(t, &defaulted.Spec)
 	})
+}
+
+// checkStatusUpdate writes status to a stored valid NodeHealthCheck through the status subresource
+// (which keeps the stored spec) and checks that a status the CRD admits decodes.
+func checkStatusUpdate(t *testing.T, v *crdValidator, status any) {
+	t.Helper()
+	stored := func() map[string]any {
+		var obj map[string]any
+		if err := utiljson.Unmarshal([]byte(rawNHC("fuzz")), &obj); err != nil {
+			t.Fatalf("unmarshalling the stored object: %v", err)
+		}
+		v.coerce(obj)
+		return obj
+	}
+	oldObj, newObj := stored(), stored()
+	newObj["status"] = status
+	v.coerce(newObj)
+	errs := v.validateObject(context.Background(), newObj, oldObj)
+	requireCRDFieldPaths(t, errs)
+	raw, err := json.Marshal(newObj)
+	if err != nil {
+		t.Fatalf("marshalling the object: %v", err)
+	}
+	if _, err := decodeNHC(raw); err != nil && len(errs) == 0 {
+		t.Fatalf("the CRD admits a status the operator cannot decode: %v\n%s", err, raw)
+	}
 }
 
 // decodeNHC decodes a stored object strictly with the operator's serializer, and with plain
