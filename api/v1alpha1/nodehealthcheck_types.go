@@ -20,36 +20,45 @@ import (
 type NodeHealthCheckSpec struct {
 	// Selector selects the nodes whose health this NodeHealthCheck watches. An empty selector
 	// selects all nodes. Selecting control-plane and worker nodes in one NodeHealthCheck is strongly
-	// discouraged, and two NodeHealthChecks must not select overlapping nodes.
+	// discouraged, and two NodeHealthChecks must not select overlapping nodes. At most 32
+	// matchExpressions with at most 256 values each, and at most 32 matchLabels.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="must have at most 32 entries",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 256)",message="each entry must have at most 256 values",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 32",message="must have at most 32 entries",fieldPath=".matchLabels"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="each matchExpressions entry needs operator In or NotIn with values, or Exists or DoesNotExist without values"
 	Selector metav1.LabelSelector `json:"selector"`
 
 	// UnhealthyConditions lists the node conditions that make a node unhealthy. A node is unhealthy
 	// when any entry (logical OR) has matched its condition for at least the entry's duration.
-	// Defaults to Ready "False" or Unknown for 300s.
+	// Defaults to Ready "False" or Unknown for 300s. At most 32 entries.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:default:={{type:Ready,status:"False",duration:"300s"},{type:Ready,status:Unknown,duration:"300s"}}
 	UnhealthyConditions []UnhealthyCondition `json:"unhealthyConditions,omitempty"`
 
 	// MinHealthy allows a new remediation only while at least this many selected nodes are healthy:
-	// an absolute number or a percentage (0-100%, rounded up) of the selected nodes. Mutually
-	// exclusive with maxUnhealthy; "51%" when neither is set.
+	// an absolute number (at most 2147483647) or a percentage (0-100%, rounded up) of the selected
+	// nodes. Mutually exclusive with maxUnhealthy; "51%" when neither is set.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
 	// +kubebuilder:validation:Pattern="^((100|[0-9]{1,2})%|[0-9]+)$"
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? (!self.matches('^[0-9]{1,10}$') || int(self) <= 2147483647) : self <= 2147483647",message="must be at most 2147483647"
 	MinHealthy *intstr.IntOrString `json:"minHealthy,omitempty"`
 
 	// MaxUnhealthy allows a new remediation only while at most this many selected nodes are
-	// unhealthy: an absolute number or a percentage (0-100%, rounded up) of the selected nodes.
-	// Mutually exclusive with minHealthy. Must not be used with remediators that delete nodes, such
-	// as MachineDeletionRemediation.
+	// unhealthy: an absolute number (at most 2147483647) or a percentage (0-100%, rounded up) of the
+	// selected nodes. Mutually exclusive with minHealthy. Must not be used with remediators that
+	// delete nodes, such as MachineDeletionRemediation.
 	// +optional
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
 	// +kubebuilder:validation:Pattern="^((100|[0-9]{1,2})%|[0-9]+)$"
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 0",message="must not be negative"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? (!self.matches('^[0-9]{1,10}$') || int(self) <= 2147483647) : self <= 2147483647",message="must be at most 2147483647"
 	MaxUnhealthy *intstr.IntOrString `json:"maxUnhealthy,omitempty"`
 
 	// RemediationTemplate references the remediation template of a remediation provider. For an
@@ -61,6 +70,13 @@ type NodeHealthCheckSpec struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || size(self.namespace) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
 	RemediationTemplate *corev1.ObjectReference `json:"remediationTemplate,omitempty"`
 
 	// EscalatingRemediations lists remediation templates to try one after another, in ascending
@@ -75,25 +91,32 @@ type NodeHealthCheckSpec struct {
 
 	// PauseRequests, while not empty, keeps new remediations from starting; running ones continue.
 	// Each entry is free text that says who paused and why, for example
-	// "cluster upgrade by @admin".
+	// "cluster upgrade by @admin". At most 32 entries of at most 256 characters.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
 	PauseRequests []string `json:"pauseRequests,omitempty"`
 
 	// HealthyDelay keeps a recovered node's remediation CRs for this long after the node is healthy
 	// again, to ride out flapping or allow post-remediation checks. A negative value keeps them until
 	// an administrator confirms the node with the remediation.medik8s.io/manually-confirmed-healthy
-	// annotation, or sets this field to 0. Defaults to 0.
+	// annotation, or sets this field to 0. Defaults to 0. At most a year (8760h) either way.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern="^-?([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern="^-?([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^-?([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || (duration(self) >= duration('-8760h') && duration(self) <= duration('8760h'))",message="must be between -8760h and 8760h (365 days)"
 	HealthyDelay *metav1.Duration `json:"healthyDelay,omitempty"`
 
 	// StormCooldownDuration, when set, turns on storm recovery: after the healthy-node threshold was
-	// violated, no new remediation starts until the threshold has held again for this long.
+	// violated, no new remediation starts until the threshold has held again for this long. At most
+	// a year (8760h).
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern="^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self) <= duration('8760h')",message="must be at most 8760h (365 days)"
 	StormCooldownDuration *metav1.Duration `json:"stormCooldownDuration,omitempty"`
 }
 
@@ -104,6 +127,7 @@ type UnhealthyCondition struct {
 	// +required
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=316
 	Type corev1.NodeConditionType `json:"type"`
 
 	// Status is the node condition status: "True", "False" or Unknown.
@@ -113,16 +137,18 @@ type UnhealthyCondition struct {
 	Status corev1.ConditionStatus `json:"status"`
 
 	// Duration is how long the condition must have had this status, measured from its
-	// lastTransitionTime. A Go duration such as "300s", "1.5h" or "2h45m"; not negative.
+	// lastTransitionTime. A Go duration such as "300s", "1.5h" or "2h45m"; from 0s to a year (8760h).
 	// +required
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern="^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self) <= duration('8760h')",message="must be at most 8760h (365 days)"
 	Duration metav1.Duration `json:"duration"`
 }
 
 // EscalatingRemediation is one step of an escalation: a remediation template, the step's position
 // and how long it may try before the next step starts.
-// +kubebuilder:validation:XValidation:rule="duration(self.timeout) >= duration('1m')",message="timeout must be at least 1m",fieldPath=".timeout"
+// +kubebuilder:validation:XValidation:rule="!self.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self.timeout) >= duration('1m')",message="timeout must be at least 1m",fieldPath=".timeout"
 type EscalatingRemediation struct {
 	// RemediationTemplate references the remediation template of this step.
 	// +required
@@ -130,16 +156,28 @@ type EscalatingRemediation struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || size(self.namespace) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
 	RemediationTemplate corev1.ObjectReference `json:"remediationTemplate"`
 
-	// Order is this step's position: lower orders run first. Orders must be unique.
+	// Order is this step's position: lower orders run first. Orders must be unique and fit in 32 bits
+	// (-2147483648 to 2147483647).
 	// +required
+	// +kubebuilder:validation:Minimum=-2147483648
+	// +kubebuilder:validation:Maximum=2147483647
 	Order int `json:"order"`
 
-	// Timeout is how long this step may try before the next one starts; at least 1m.
+	// Timeout is how long this step may try before the next one starts; from 1m to a year (8760h).
 	// +required
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern="^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern="^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self) <= duration('8760h')",message="must be at most 8760h (365 days)"
 	Timeout metav1.Duration `json:"timeout"`
 }
 
@@ -229,7 +267,20 @@ type Remediation struct {
 
 // NodeHealthCheck watches the health of a set of nodes and asks a remediator to fix the unhealthy
 // ones.
+//
+// While any node has a running remediation (status.unhealthyNodes[].remediations not empty), the
+// spec fields that decide which nodes are remediated and how (selector, remediationTemplate,
+// escalatingRemediations) cannot change: the same rule as the webhook's, here as CEL transition
+// rules so that it also holds without the webhook. They compare with the stored status, so a
+// status-only update never trips them. Two steps are the same when order, template and timeout
+// are, the timeout compared as a duration ("300s" is "5m0s"), as the webhook compares decoded values.
+// Unlike the webhook's, their message cannot list the nodes: a CEL message that walks
+// status.unhealthyNodes exceeds the CRD's cost budget, since that list has no size limit (mass
+// failures in large clusters must still fit in the status).
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (self.spec.selector == oldSelf.spec.selector)",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.selector",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (has(self.spec.remediationTemplate) == has(oldSelf.spec.remediationTemplate) && (!has(self.spec.remediationTemplate) || self.spec.remediationTemplate == oldSelf.spec.remediationTemplate))",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.remediationTemplate",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule="!(has(oldSelf.status) && has(oldSelf.status.unhealthyNodes) && oldSelf.status.unhealthyNodes.exists(n, has(n.remediations) && size(n.remediations) > 0)) || (has(self.spec.escalatingRemediations) == has(oldSelf.spec.escalatingRemediations) && (!has(self.spec.escalatingRemediations) || (self.spec.escalatingRemediations.map(e, e.order) == oldSelf.spec.escalatingRemediations.map(e, e.order) && self.spec.escalatingRemediations.all(e, oldSelf.spec.escalatingRemediations.exists(o, o.order == e.order && o.remediationTemplate == e.remediationTemplate && (o.timeout == e.timeout || (o.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') && e.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') && duration(o.timeout) == duration(e.timeout))))))))",message="cannot change while remediation is running for the nodes in status.unhealthyNodes that have remediations; wait until they are healthy, or set spec.pauseRequests and wait for the running remediations to end",fieldPath=".spec.escalatingRemediations",reason=FieldValueForbidden
 // +kubebuilder:resource:path=nodehealthchecks,scope=Cluster,shortName=nhc
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Disabled, Paused, Remediating or Enabled"

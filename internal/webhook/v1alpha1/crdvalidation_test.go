@@ -3,11 +3,16 @@ package v1alpha1_test
 import (
 	"context"
 	"sync"
+	"testing"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -66,7 +71,44 @@ func (v *crdValidator) validate(ctx context.Context, raw []byte) (field.ErrorLis
 	if err := utiljson.Unmarshal(raw, &obj); err != nil {
 		return nil, err
 	}
+	return v.validateObject(ctx, obj, nil), nil
+}
+
+// validateObject validates obj, on an update against oldObj (nil on create, which skips the
+// transition rules), as the API server's custom resource strategy does, except that CEL always runs.
+func (v *crdValidator) validateObject(ctx context.Context, obj, oldObj map[string]any) field.ErrorList {
 	errs := validation.ValidateCustomResource(nil, obj, v.schema)
-	celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, nil, celconfig.RuntimeCELCostBudget)
-	return append(errs, celErrs...), nil
+	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, v.structural, obj)...)
+	var old any
+	if oldObj != nil {
+		old = oldObj
+	}
+	celErrs, _ := v.cel.Validate(ctx, nil, v.structural, obj, old, celconfig.RuntimeCELCostBudget)
+	return append(errs, celErrs...)
+}
+
+// coerce does to a decoded request body what the API server does before admission: it drops fields
+// the schema does not know and nulls of fields that are not nullable, then applies the schema's
+// defaults.
+func (v *crdValidator) coerce(obj map[string]any) {
+	pruning.Prune(obj, v.structural, true)
+	defaulting.PruneNonNullableNullsWithoutDefaults(obj, v.structural)
+	defaulting.Default(obj, v.structural)
+}
+
+// TestCRDIsValid validates the generated CRD as the API server does when it is installed, including
+// the estimated cost of every CEL rule, so a rule over the budget fails here without a control plane.
+func TestCRDIsValid(t *testing.T) {
+	crd, err := testutil.LoadNHCCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(crd)
+	internal := &apiextensions.CustomResourceDefinition{}
+	if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(crd, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range apiextensionsvalidation.ValidateCustomResourceDefinition(context.Background(), internal) {
+		t.Error(e)
+	}
 }

@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -37,14 +38,19 @@ func pick[T any](p *picker, options ...T) T { return options[int(p.byte())%len(o
 var (
 	apiVersions = []string{"test.medik8s.io/v1alpha1", "", "v1", "self-node-remediation.medik8s.io/v1alpha1", "a/b/c"}
 	kinds       = []string{"TestRemediationTemplate", "", "Template", "TestRemediation", remediationv1alpha1.MachineDeletionRemediationTemplateKind, "Metal3RemediationTemplate"}
-	names       = []string{"tmpl", "", "other"}
-	namespaces  = []string{"default", ""}
-	budgets     = []string{"51%", "0%", "100%", "101%", "3", "-3", "0", "half", "50.5%", "07%", "", "1000"}
-	ints        = []int32{0, 3, -1, 12, 1 << 30}
-	durations   = []time.Duration{0, time.Second, 59 * time.Second, time.Minute, 5 * time.Minute, -time.Minute, 90 * time.Minute}
-	condTypes   = []corev1.NodeConditionType{corev1.NodeReady, "", "DiskPressure"}
-	condStatus  = []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown, corev1.ConditionTrue, "", "Maybe"}
-	operators   = []metav1.LabelSelectorOperator{metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist, metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, "Near"}
+	names       = []string{"tmpl", "", "other", strings.Repeat("n", remediationv1alpha1.MaxTemplateNameLength+1)}
+	namespaces  = []string{"default", "", strings.Repeat("ns", remediationv1alpha1.MaxTemplateNamespaceLength)}
+	budgets     = []string{"51%", "0%", "100%", "101%", "3", "-3", "0", "half", "50.5%", "07%", "", "1000",
+		"2147483647", "2147483648", "99999999999", "0000000003", "ÄÄÄÄÄÄÄÄÄÄ"}
+	ints      = []int32{0, 3, -1, 12, 1 << 30, math.MaxInt32}
+	orders    = []int{0, 1, 2, 3, math.MaxInt32, math.MaxInt32 + 1, math.MinInt32, math.MinInt32 - 1}
+	durations = []time.Duration{0, time.Second, 59 * time.Second, time.Minute, 5 * time.Minute, -time.Minute, 90 * time.Minute,
+		remediationv1alpha1.MaxDuration, remediationv1alpha1.MaxDuration + time.Nanosecond, -remediationv1alpha1.MaxDuration - time.Second}
+	condTypes = []corev1.NodeConditionType{corev1.NodeReady, "", "DiskPressure",
+		corev1.NodeConditionType(strings.Repeat("µ", remediationv1alpha1.MaxConditionTypeLength)), corev1.NodeConditionType(strings.Repeat("µ", remediationv1alpha1.MaxConditionTypeLength+1))}
+	pauses     = []string{"upgrade", strings.Repeat("ü", remediationv1alpha1.MaxPauseRequestLength), strings.Repeat("x", remediationv1alpha1.MaxPauseRequestLength+1)}
+	condStatus = []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown, corev1.ConditionTrue, "", "Maybe"}
+	operators  = []metav1.LabelSelectorOperator{metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist, metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, "Near"}
 )
 
 func (p *picker) intOrString() *intstr.IntOrString {
@@ -96,7 +102,7 @@ func (p *picker) spec() remediationv1alpha1.NodeHealthCheckSpec {
 	case 1, 2:
 		for range int(p.byte()%4) + 1 {
 			s.EscalatingRemediations = append(s.EscalatingRemediations, remediationv1alpha1.EscalatingRemediation{
-				RemediationTemplate: p.ref(), Order: int(p.byte() % 4), Timeout: metav1.Duration{Duration: pick(p, durations...)},
+				RemediationTemplate: p.ref(), Order: pick(p, orders...), Timeout: metav1.Duration{Duration: pick(p, durations...)},
 			})
 		}
 		if p.byte()%8 == 0 {
@@ -106,8 +112,8 @@ func (p *picker) spec() remediationv1alpha1.NodeHealthCheckSpec {
 	}
 	s.HealthyDelay = p.duration()
 	s.StormCooldownDuration = p.duration()
-	if p.bool() {
-		s.PauseRequests = []string{"upgrade"}
+	for range int(p.byte() % 3) {
+		s.PauseRequests = append(s.PauseRequests, pick(p, pauses...))
 	}
 	return s
 }
@@ -243,6 +249,9 @@ func normalize(errs field.ErrorList, webhook bool) map[string]bool {
 	out := map[string]bool{}
 	for _, e := range errs {
 		p := e.Field
+		if strings.HasPrefix(p, "spec.selector") {
+			p = "spec.selector" // CEL reports most selector rules on the selector, the webhook on the entry
+		}
 		if webhook {
 			switch {
 			case e.Type == field.ErrorTypeRequired && p == "spec.minHealthy":
@@ -251,8 +260,6 @@ func normalize(errs field.ErrorList, webhook bool) map[string]bool {
 				continue // webhook only: duplicate unhealthy conditions
 			case e.Type == field.ErrorTypeInvalid && strings.HasSuffix(p, ".apiVersion"):
 				continue // webhook only: apiVersion syntax
-			case strings.HasPrefix(p, "spec.selector"):
-				p = "spec.selector" // CEL reports selector rules on the selector
 			case e.Type == field.ErrorTypeDuplicate && strings.HasSuffix(p, ".order"):
 				p = "spec.escalatingRemediations" // CEL reports unique orders on the list
 			}

@@ -4,10 +4,14 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -30,31 +34,88 @@ var (
 // ValidateSpec checks every rule that needs only the spec itself and returns all violations, with
 // their field paths under "spec". Each rule is also a CEL rule (or an OpenAPI constraint) in the CRD,
 // except the few noted inline, which need Go: label selector syntax and duplicate unhealthy conditions.
+// The bounds of api/v1alpha1/bounds.go are checked here too, with the CRD's messages.
 func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList {
 	var errs field.ErrorList
 
 	// Label syntax is beyond CEL; the operator/values rule is in CEL as well.
 	errs = append(errs, metav1validation.ValidateLabelSelector(&spec.Selector,
 		metav1validation.LabelSelectorValidationOptions{}, specPath.Child("selector"))...)
+	errs = append(errs, validateSelectorSize(&spec.Selector, specPath.Child("selector"))...)
 
 	errs = append(errs, validateUnhealthyConditions(spec.UnhealthyConditions, specPath.Child("unhealthyConditions"))...)
 	errs = append(errs, validateBudget(spec)...)
 	errs = append(errs, validateTemplateChoice(spec)...)
+	errs = append(errs, validatePauseRequests(spec.PauseRequests, specPath.Child("pauseRequests"))...)
 
-	if spec.StormCooldownDuration != nil && spec.StormCooldownDuration.Duration < 0 {
-		errs = append(errs, field.Invalid(specPath.Child("stormCooldownDuration"), spec.StormCooldownDuration.Duration.String(), "must not be negative"))
+	if spec.StormCooldownDuration != nil {
+		p := specPath.Child("stormCooldownDuration")
+		if d := spec.StormCooldownDuration.Duration; d < 0 {
+			errs = append(errs, field.Invalid(p, d.String(), "must not be negative"))
+		}
+		errs = append(errs, validateMaxDuration(spec.StormCooldownDuration.Duration, p)...)
 	}
 	// healthyDelay may be negative: it then waits for manual confirmation.
+	if spec.HealthyDelay != nil {
+		if d := spec.HealthyDelay.Duration; d < -remediationv1alpha1.MaxDuration || d > remediationv1alpha1.MaxDuration {
+			errs = append(errs, field.Invalid(specPath.Child("healthyDelay"), d.String(), "must be between -8760h and 8760h (365 days)"))
+		}
+	}
+	return errs
+}
+
+// validateMaxDuration checks the upper bound of every duration; the message is the CRD's.
+func validateMaxDuration(d time.Duration, path *field.Path) field.ErrorList {
+	if d > remediationv1alpha1.MaxDuration {
+		return field.ErrorList{field.Invalid(path, d.String(), "must be at most 8760h (365 days)")}
+	}
+	return nil
+}
+
+// validateSelectorSize checks the selector's bounds; the label syntax is ValidateLabelSelector's.
+func validateSelectorSize(sel *metav1.LabelSelector, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	exprPath := path.Child("matchExpressions")
+	if n := len(sel.MatchExpressions); n > remediationv1alpha1.MaxSelectorRequirements {
+		errs = append(errs, field.TooMany(exprPath, n, remediationv1alpha1.MaxSelectorRequirements))
+	}
+	for i, e := range sel.MatchExpressions {
+		if n := len(e.Values); n > remediationv1alpha1.MaxSelectorValues {
+			errs = append(errs, field.TooMany(exprPath.Index(i).Child("values"), n, remediationv1alpha1.MaxSelectorValues))
+		}
+	}
+	if n := len(sel.MatchLabels); n > remediationv1alpha1.MaxSelectorLabels {
+		errs = append(errs, field.TooMany(path.Child("matchLabels"), n, remediationv1alpha1.MaxSelectorLabels))
+	}
+	return errs
+}
+
+func validatePauseRequests(reqs []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if n := len(reqs); n > remediationv1alpha1.MaxPauseRequests {
+		errs = append(errs, field.TooMany(path, n, remediationv1alpha1.MaxPauseRequests))
+	}
+	for i, r := range reqs {
+		if utf8.RuneCountInString(r) > remediationv1alpha1.MaxPauseRequestLength {
+			errs = append(errs, field.TooLongCharacters(path.Index(i), r, remediationv1alpha1.MaxPauseRequestLength))
+		}
+	}
 	return errs
 }
 
 func validateUnhealthyConditions(conds []remediationv1alpha1.UnhealthyCondition, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if n := len(conds); n > remediationv1alpha1.MaxUnhealthyConditions {
+		errs = append(errs, field.TooMany(path, n, remediationv1alpha1.MaxUnhealthyConditions))
+	}
 	seen := map[string]bool{}
 	for i, c := range conds {
 		p := path.Index(i)
-		if c.Type == "" {
+		switch {
+		case c.Type == "":
 			errs = append(errs, field.Required(p.Child("type"), "the node condition type, for example Ready"))
+		case utf8.RuneCountInString(string(c.Type)) > remediationv1alpha1.MaxConditionTypeLength:
+			errs = append(errs, field.TooLongCharacters(p.Child("type"), c.Type, remediationv1alpha1.MaxConditionTypeLength))
 		}
 		if !slices.Contains(supportedConditionStatuses, string(c.Status)) {
 			errs = append(errs, field.NotSupported(p.Child("status"), c.Status, supportedConditionStatuses))
@@ -62,6 +123,7 @@ func validateUnhealthyConditions(conds []remediationv1alpha1.UnhealthyCondition,
 		if c.Duration.Duration < 0 {
 			errs = append(errs, field.Invalid(p.Child("duration"), c.Duration.Duration.String(), "must not be negative"))
 		}
+		errs = append(errs, validateMaxDuration(c.Duration.Duration, p.Child("duration"))...)
 		// Webhook only: two entries for one type and status would give that condition two durations.
 		key := string(c.Type) + "=" + string(c.Status)
 		if c.Type != "" && seen[key] {
@@ -98,8 +160,9 @@ func validateBudget(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorLi
 	return errs
 }
 
-// validateIntOrPercent accepts a non-negative integer, a numeric string such as "3" (an integer), or
-// a whole percentage from 0% to 100%.
+// validateIntOrPercent accepts a non-negative integer, a numeric string such as "3" (an integer of at
+// most ten digits), or a whole percentage from 0% to 100%; integers at most MaxBudget. (An integer
+// above it cannot reach the webhook: it does not decode into the int32 of IntOrString.)
 func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
 	if v == nil {
 		return nil
@@ -110,10 +173,23 @@ func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorLi
 		}
 		return nil
 	}
-	if percentRE.MatchString(v.StrVal) || numberRE.MatchString(v.StrVal) {
-		return nil
+	var errs field.ErrorList
+	if utf8.RuneCountInString(v.StrVal) > remediationv1alpha1.MaxBudgetLength {
+		errs = append(errs, field.TooLongCharacters(path, v.StrVal, remediationv1alpha1.MaxBudgetLength))
 	}
-	return field.ErrorList{field.Invalid(path, v.StrVal, "must be a non-negative integer or a whole percentage from 0% to 100%")}
+	switch {
+	case percentRE.MatchString(v.StrVal):
+	case numberRE.MatchString(v.StrVal):
+		if len(v.StrVal) > remediationv1alpha1.MaxBudgetLength {
+			break // reported above
+		}
+		if n, err := strconv.ParseInt(v.StrVal, 10, 64); err != nil || n > remediationv1alpha1.MaxBudget {
+			errs = append(errs, field.Invalid(path, v.StrVal, "must be at most 2147483647"))
+		}
+	default:
+		errs = append(errs, field.Invalid(path, v.StrVal, "must be a non-negative integer or a whole percentage from 0% to 100%"))
+	}
+	return errs
 }
 
 func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList {
@@ -146,9 +222,13 @@ func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field
 			errs = append(errs, field.Duplicate(p.Child("order"), e.Order))
 		}
 		orders[e.Order] = true
+		if e.Order < remediationv1alpha1.MinOrder || e.Order > remediationv1alpha1.MaxOrder {
+			errs = append(errs, field.Invalid(p.Child("order"), e.Order, "must be between -2147483648 and 2147483647"))
+		}
 		if e.Timeout.Duration < remediationv1alpha1.MinEscalationTimeout {
 			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.Duration.String(), "timeout must be at least 1m"))
 		}
+		errs = append(errs, validateMaxDuration(e.Timeout.Duration, p.Child("timeout"))...)
 	}
 	return errs
 }
@@ -169,6 +249,22 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 	if ref.Name == "" {
 		errs = append(errs, field.Required(path.Child("name"), "name is required"))
 	}
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"apiVersion", ref.APIVersion, remediationv1alpha1.MaxTemplateAPIVersionLength},
+		{"kind", ref.Kind, remediationv1alpha1.MaxTemplateKindLength},
+		{"name", ref.Name, remediationv1alpha1.MaxTemplateNameLength},
+		{"namespace", ref.Namespace, remediationv1alpha1.MaxTemplateNamespaceLength},
+		{"fieldPath", ref.FieldPath, remediationv1alpha1.MaxTemplateOtherFieldLength},
+		{"resourceVersion", ref.ResourceVersion, remediationv1alpha1.MaxTemplateOtherFieldLength},
+		{"uid", string(ref.UID), remediationv1alpha1.MaxTemplateOtherFieldLength},
+	} {
+		if utf8.RuneCountInString(f.value) > f.max {
+			errs = append(errs, field.TooLongCharacters(path.Child(f.name), f.value, f.max))
+		}
+	}
 	return errs
 }
 
@@ -177,7 +273,9 @@ func isTemplateKind(kind string) bool {
 }
 
 // ValidateUpdate checks the rules that compare the old and new object: while any node has a running
-// remediation, the fields that decide which nodes are remediated and how cannot change.
+// remediation, the fields that decide which nodes are remediated and how cannot change. The CRD has
+// the same rule as CEL transition rules on the NodeHealthCheck type, with a message that cannot name
+// the nodes.
 func ValidateUpdate(oldNHC, newNHC *remediationv1alpha1.NodeHealthCheck) field.ErrorList {
 	running := oldNHC.Status.NodesWithRunningRemediation()
 	if len(running) == 0 {

@@ -3,7 +3,9 @@ package v1alpha1_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -274,6 +277,126 @@ var rules = map[string]rule{
 		mutate:  func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.Selector.MatchExpressions[0].Key = "not a key!" },
 		webhook: []string{"spec.selector.matchExpressions[0].key"},
 	},
+	"unhealthy condition duration above a year": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.UnhealthyConditions[0].Duration.Duration = remediationv1alpha1.MaxDuration + time.Second
+		},
+		webhook: []string{"spec.unhealthyConditions[0].duration"}, cel: []string{"spec.unhealthyConditions[0].duration"},
+	},
+	"escalation timeout above a year": {
+		mutate:  escalation(testutil.Step("test-template", 1, remediationv1alpha1.MaxDuration+time.Nanosecond)),
+		webhook: []string{"spec.escalatingRemediations[0].timeout"}, cel: []string{"spec.escalatingRemediations[0].timeout"},
+	},
+	"stormCooldownDuration above a year": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.StormCooldownDuration = dur(remediationv1alpha1.MaxDuration + time.Minute)
+		},
+		webhook: []string{"spec.stormCooldownDuration"}, cel: []string{"spec.stormCooldownDuration"},
+	},
+	"healthyDelay above a year": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.HealthyDelay = dur(remediationv1alpha1.MaxDuration + time.Hour)
+		},
+		webhook: []string{"spec.healthyDelay"}, cel: []string{"spec.healthyDelay"},
+	},
+	"negative healthyDelay beyond a year": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.HealthyDelay = dur(-remediationv1alpha1.MaxDuration - time.Second)
+		},
+		webhook: []string{"spec.healthyDelay"}, cel: []string{"spec.healthyDelay"},
+	},
+	"numeric-string minHealthy above 2147483647": {
+		mutate:  func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.MinHealthy = intOrStr("2147483648") },
+		webhook: []string{"spec.minHealthy"}, cel: []string{"spec.minHealthy"},
+	},
+	"numeric-string maxUnhealthy of eleven digits": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromString("00000000003") // intOrStr would parse it as the integer 3
+			n.Spec.MinHealthy, n.Spec.MaxUnhealthy = nil, &v
+		},
+		webhook: []string{"spec.maxUnhealthy"}, cel: []string{"spec.maxUnhealthy"},
+	},
+	"escalation order above 2147483647": {
+		mutate:  escalation(testutil.Step("test-template", math.MaxInt32+1, time.Minute)),
+		webhook: []string{"spec.escalatingRemediations[0].order"}, cel: []string{"spec.escalatingRemediations[0].order"},
+	},
+	"escalation order below -2147483648": {
+		mutate:  escalation(testutil.Step("test-template", math.MinInt32-1, time.Minute)),
+		webhook: []string{"spec.escalatingRemediations[0].order"}, cel: []string{"spec.escalatingRemediations[0].order"},
+	},
+	"too many unhealthy conditions": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.UnhealthyConditions = nil
+			for i := 0; i <= remediationv1alpha1.MaxUnhealthyConditions; i++ {
+				n.Spec.UnhealthyConditions = append(n.Spec.UnhealthyConditions, remediationv1alpha1.UnhealthyCondition{
+					Type: corev1.NodeConditionType("Condition" + itoa(i)), Status: corev1.ConditionTrue, Duration: metav1.Duration{Duration: time.Minute}})
+			}
+		},
+		webhook: []string{"spec.unhealthyConditions"}, cel: []string{"spec.unhealthyConditions"},
+	},
+	"unhealthy condition type too long": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.UnhealthyConditions[0].Type = corev1.NodeConditionType(strings.Repeat("x", remediationv1alpha1.MaxConditionTypeLength+1))
+		},
+		webhook: []string{"spec.unhealthyConditions[0].type"}, cel: []string{"spec.unhealthyConditions[0].type"},
+	},
+	"too many pauseRequests": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			for i := 0; i <= remediationv1alpha1.MaxPauseRequests; i++ {
+				n.Spec.PauseRequests = append(n.Spec.PauseRequests, "upgrade "+itoa(i))
+			}
+		},
+		webhook: []string{"spec.pauseRequests"}, cel: []string{"spec.pauseRequests"},
+	},
+	"pauseRequest too long": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.PauseRequests = []string{"ok", strings.Repeat("ü", remediationv1alpha1.MaxPauseRequestLength+1)}
+		},
+		webhook: []string{"spec.pauseRequests[1]"}, cel: []string{"spec.pauseRequests[1]"},
+	},
+	"template name too long": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate.Name = strings.Repeat("n", remediationv1alpha1.MaxTemplateNameLength+1)
+		},
+		webhook: []string{"spec.remediationTemplate.name"}, cel: []string{"spec.remediationTemplate.name"},
+	},
+	"escalation step with a too long template uid": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			s := testutil.Step("test-template", 1, time.Minute)
+			s.RemediationTemplate.UID = types.UID(strings.Repeat("u", remediationv1alpha1.MaxTemplateOtherFieldLength+1))
+			escalation(s)(n)
+		},
+		webhook: []string{"spec.escalatingRemediations[0].remediationTemplate.uid"}, cel: []string{"spec.escalatingRemediations[0].remediationTemplate.uid"},
+	},
+	"selector with too many matchExpressions": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.Selector.MatchExpressions = nil
+			for i := 0; i <= remediationv1alpha1.MaxSelectorRequirements; i++ {
+				n.Spec.Selector.MatchExpressions = append(n.Spec.Selector.MatchExpressions,
+					metav1.LabelSelectorRequirement{Key: "example.com/label-" + itoa(i), Operator: metav1.LabelSelectorOpDoesNotExist})
+			}
+		},
+		webhook: []string{"spec.selector.matchExpressions"}, cel: []string{"spec.selector.matchExpressions"},
+	},
+	"selector entry with too many values": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			req := metav1.LabelSelectorRequirement{Key: "kubernetes.io/hostname", Operator: metav1.LabelSelectorOpIn}
+			for i := 0; i <= remediationv1alpha1.MaxSelectorValues; i++ {
+				req.Values = append(req.Values, "node-"+itoa(i))
+			}
+			n.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{req}
+		},
+		webhook: []string{"spec.selector.matchExpressions[0].values"}, cel: []string{"spec.selector.matchExpressions"},
+	},
+	"selector with too many matchLabels": {
+		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.Selector.MatchLabels = map[string]string{}
+			for i := 0; i <= remediationv1alpha1.MaxSelectorLabels; i++ {
+				n.Spec.Selector.MatchLabels["example.com/label-"+itoa(i)] = "yes"
+			}
+		},
+		webhook: []string{"spec.selector.matchLabels"}, cel: []string{"spec.selector.matchLabels"},
+	},
 	"several problems at once": {
 		mutate: func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.MaxUnhealthy = intOrStr("1")
@@ -318,6 +441,27 @@ var admitted = map[string]func(*remediationv1alpha1.NodeHealthCheck){
 	},
 	"pauseRequests": func(n *remediationv1alpha1.NodeHealthCheck) {
 		n.Spec.PauseRequests = []string{"cluster upgrade by @admin"}
+	},
+	"durations of exactly a year": func(n *remediationv1alpha1.NodeHealthCheck) {
+		n.Spec.UnhealthyConditions[0].Duration.Duration = remediationv1alpha1.MaxDuration
+		n.Spec.HealthyDelay, n.Spec.StormCooldownDuration = dur(-remediationv1alpha1.MaxDuration), dur(remediationv1alpha1.MaxDuration)
+	},
+	"an escalation timeout of a year and orders at the int32 bounds": escalation(
+		testutil.Step("multi-a", math.MinInt32, remediationv1alpha1.MaxDuration), testutil.Step("multi-b", math.MaxInt32, time.Minute)),
+	"minHealthy 2147483647 as an integer": func(n *remediationv1alpha1.NodeHealthCheck) {
+		v := intstr.FromInt32(math.MaxInt32)
+		n.Spec.MinHealthy = &v
+	},
+	"minHealthy 2147483647 as a string": func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.MinHealthy = intOrStr("2147483647") },
+	"the most unhealthy conditions and pauseRequests": func(n *remediationv1alpha1.NodeHealthCheck) {
+		n.Spec.UnhealthyConditions = nil
+		for i := 0; i < remediationv1alpha1.MaxUnhealthyConditions; i++ {
+			n.Spec.UnhealthyConditions = append(n.Spec.UnhealthyConditions, remediationv1alpha1.UnhealthyCondition{
+				Type: corev1.NodeConditionType("Condition" + itoa(i)), Status: corev1.ConditionTrue, Duration: metav1.Duration{Duration: time.Minute}})
+		}
+		for i := 0; i < remediationv1alpha1.MaxPauseRequests; i++ {
+			n.Spec.PauseRequests = append(n.Spec.PauseRequests, strings.Repeat("ü", remediationv1alpha1.MaxPauseRequestLength-4)+itoa(1000+i))
+		}
 	},
 	"an empty selector (all nodes)":        func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.Selector = metav1.LabelSelector{} },
 	"escalation with a one-minute timeout": escalation(testutil.Step("test-template", 1, time.Minute)),
