@@ -124,6 +124,11 @@ type checker struct {
 	backoff bool
 	// left holds the CRs and leases already reported as left behind, so each is reported once.
 	left map[string]bool
+	// stats say how much the run exercised the invariants.
+	stats struct {
+		newCRs, firstCRs  int
+		owed, longestOwed int
+	}
 }
 
 func newChecker(initial *state, rv uint64) *checker {
@@ -152,6 +157,7 @@ func (k *checker) check(cur *state, snap snapshot) []violation {
 	for _, c := range fresh {
 		k.checkNew(c, prev, cur, snap.CRs, report)
 	}
+	k.stats.newCRs += len(fresh)
 	if snap.Settled {
 		k.checkLeftBehind(prev, cur, snap, report)
 	}
@@ -195,6 +201,7 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	}
 
 	if first {
+		k.stats.firstCRs++
 		var details []string
 		within := false
 		for _, st := range []struct {
@@ -361,6 +368,8 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 				continue
 			}
 			k.owed[key]++
+			k.stats.owed++
+			k.stats.longestOwed = max(k.stats.longestOwed, k.owed[key])
 			if k.owed[key] == livenessSteps {
 				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: Ready=%s since %s, %d of %d selected nodes healthy, %d required",
 					n, hn, livenessSteps, n.Ready, n.Since.Format(time.TimeOnly), healthy, len(selected), required)
