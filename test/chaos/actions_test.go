@@ -35,11 +35,13 @@ type move struct {
 
 // Move kinds, their script syntax, and how often a random run picks them (weights). A kind whose
 // precondition the model does not meet is not picked.
-var kinds = []struct {
+type moveKind struct {
 	kind, syntax string
 	weight       int
 	choose       func(w *world) (move, bool)
-}{
+}
+
+var kinds = []moveKind{
 	{"fail", "fail <node> False|Unknown", 14, func(w *world) (move, bool) {
 		return w.nodeMove("fail", isHealthy, unhealthyStatus(w))
 	}},
@@ -147,20 +149,28 @@ func unhealthyStatus(w *world) corev1.ConditionStatus {
 
 // randomMove chooses the next move by weight among the kinds the model allows.
 func (w *world) randomMove() move {
+	weight := func(kind string) int {
+		for _, k := range kinds {
+			if k.kind == kind && !slices.Contains(w.skip, kind) {
+				return k.weight
+			}
+		}
+		return 0
+	}
 	for {
 		total := 0
 		for _, k := range kinds {
-			total += k.weight
+			total += weight(k.kind)
 		}
 		r := w.rng.IntN(total)
 		for _, k := range kinds {
-			if r < k.weight {
+			if r < weight(k.kind) {
 				if m, ok := k.choose(w); ok {
 					return m
 				}
 				break
 			}
-			r -= k.weight
+			r -= weight(k.kind)
 		}
 	}
 }

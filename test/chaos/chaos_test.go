@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -34,6 +35,8 @@ import (
 //	CHAOS_STEPS     how many steps; unset: defaultSteps (the short run of `go test ./...`)
 //	CHAOS_SCRIPT    moves to play instead of random ones, separated by ";" (see kinds in actions_test.go),
 //	                for example a failing history printed by a run, cut down by hand
+//	CHAOS_SKIP      kinds of moves a random run does not make, separated by commas (for example
+//	                "forge,template" to look past known holes); part of the history like the seed
 //	CHAOS_CONTINUE  "1": keep going after a step that broke an invariant, and report all at the end
 //	CHAOS_LOG       a file for the managers' logs (otherwise they are discarded)
 //
@@ -43,7 +46,7 @@ const (
 	defaultSteps = 60
 )
 
-func settings(t *testing.T) (seed uint64, steps int, script []move, keepGoing bool) {
+func settings(t *testing.T) (seed uint64, steps int, script []move, skip []string, keepGoing bool) {
 	seed, steps = defaultSeed, defaultSteps
 	switch s := os.Getenv("CHAOS_SEED"); s {
 	case "":
@@ -68,17 +71,28 @@ func settings(t *testing.T) (seed uint64, steps int, script []move, keepGoing bo
 		}
 		steps = len(script)
 	}
-	return seed, steps, script, os.Getenv("CHAOS_CONTINUE") == "1"
+	if s := os.Getenv("CHAOS_SKIP"); s != "" {
+		skip = strings.Split(s, ",")
+		for _, kind := range skip {
+			if !slices.ContainsFunc(kinds[:], func(k moveKind) bool { return k.kind == kind }) {
+				t.Fatalf("CHAOS_SKIP: no kind of move %q", kind)
+			}
+		}
+	}
+	return seed, steps, script, skip, os.Getenv("CHAOS_CONTINUE") == "1"
 }
 
 // TestChaos runs the operator's controllers through a random history and checks the invariants
 // (invariants_test.go) after every step.
 func TestChaos(t *testing.T) {
-	seed, steps, script, keepGoing := settings(t)
+	seed, steps, script, skip, keepGoing := settings(t)
 	var history []string
 	replay := func(step int) string {
 		if script != nil {
 			return fmt.Sprintf("make chaos CHAOS_SEED=%d CHAOS_SCRIPT='%s'", seed, strings.Join(history[:step], "; "))
+		}
+		if skip != nil {
+			return fmt.Sprintf("make chaos CHAOS_SEED=%d CHAOS_STEPS=%d CHAOS_SKIP=%s", seed, step, strings.Join(skip, ","))
 		}
 		return fmt.Sprintf("make chaos CHAOS_SEED=%d CHAOS_STEPS=%d", seed, step)
 	}
@@ -122,6 +136,7 @@ func TestChaos(t *testing.T) {
 		t: t, k8s: k8s, clock: clock, start: clock.Now(),
 		rng:     rand.New(rand.NewPCG(seed, 0xc4a05)),
 		cur:     initialState(clock.Now()),
+		skip:    skip,
 		faults:  newFaults(seed),
 		nhcUIDs: map[string]types.UID{},
 	}

@@ -44,6 +44,8 @@ type world struct {
 	faultRate float64
 	// poked is set when this step made the controllers reconcile every NodeHealthCheck.
 	poked bool
+	// skip are kinds of moves a random run does not make (CHAOS_SKIP).
+	skip []string
 	// writes are the objects the driver wrote in this step, by key.
 	writes map[string]written
 	// leaderName is the leader at the last settle; depthBaseline and awaitReconciles: see settle.
