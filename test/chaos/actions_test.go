@@ -45,11 +45,14 @@ var kinds = []moveKind{
 	{"fail", "fail <node> False|Unknown", 14, func(w *world) (move, bool) {
 		return w.nodeMove("fail", isHealthy, unhealthyStatus(w))
 	}},
-	{"recover", "recover <node>", 6, func(w *world) (move, bool) { return w.nodeMove("recover", isUnhealthy, "") }},
-	{"fix", "fix <node>", 8, func(w *world) (move, bool) { return w.nodeMove("fix", isUnhealthy, "") }},
+	{"recover", "recover <node>", 4, func(w *world) (move, bool) { return w.nodeMove("recover", isUnhealthy, "") }},
+	// The remediator acts on nodes that have been unhealthy for 30s, which likely have a CR.
+	{"fix", "fix <node>", 8, func(w *world) (move, bool) { return w.nodeMove("fix", w.unhealthyFor(30*time.Second), "") }},
 	{"flap", "flap <node>", 5, func(w *world) (move, bool) { return w.nodeMove("flap", exists, "") }},
-	{"cr-fails", "cr-fails <node>", 5, func(w *world) (move, bool) { return w.nodeMove("cr-fails", isUnhealthy, "") }},
-	{"clock", "clock <duration>", 18, func(w *world) (move, bool) { return move{Kind: "clock", D: pick(w, clockSteps)}, true }},
+	{"cr-fails", "cr-fails <node>", 5, func(w *world) (move, bool) {
+		return w.nodeMove("cr-fails", w.unhealthyFor(30*time.Second), "")
+	}},
+	{"clock", "clock <duration>", 22, func(w *world) (move, bool) { return move{Kind: "clock", D: pick(w, clockSteps)}, true }},
 	{"pool", "pool <node> a|b|none", 5, func(w *world) (move, bool) {
 		m, ok := w.nodeMove("pool", exists, "")
 		if ok {
@@ -122,6 +125,11 @@ func isUnhealthy(n node) bool { return n.Exists && n.Ready != corev1.ConditionTr
 func isWorker(n node) bool    { return n.Exists && !n.ControlPlane }
 
 func pick[T any](w *world, from []T) T { return from[w.rng.IntN(len(from))] }
+
+// unhealthyFor matches nodes whose Ready condition has not been True for at least d.
+func (w *world) unhealthyFor(d time.Duration) func(node) bool {
+	return func(n node) bool { return isUnhealthy(n) && !w.cur.Now.Before(n.Since.Add(d)) }
+}
 
 // nodes returns the names of the model's nodes that match, sorted.
 func (w *world) nodes(match func(node) bool) []string {
