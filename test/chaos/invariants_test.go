@@ -79,6 +79,7 @@ func (c *crRecord) runningAt(rv uint64) bool {
 
 // leaseInfo is a node lease as read from the API at a check.
 type leaseInfo struct {
+	UID     types.UID
 	Node    string
 	Holder  string
 	Expires time.Time
@@ -122,7 +123,8 @@ type checker struct {
 	// reconcile that failed is retried after controller-runtime's per-NodeHealthCheck error backoff
 	// (exponential, up to 1000s), or at the next event, so liveness waits for one.
 	backoff bool
-	// left holds the CRs and leases already reported as left behind, so each is reported once.
+	// left holds the CRs (by UID) and leases (by UID and holder) already reported as left behind,
+	// so each is reported once.
 	left map[string]bool
 	// stats say how much the run exercised the invariants.
 	stats struct {
@@ -287,10 +289,9 @@ func (k *checker) gone(name string, h *nhc, prev, cur *state, delay time.Duratio
 }
 
 func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(string, string, ...any)) {
-	still := map[string]bool{}
 	once := func(key, inv, format string, args ...any) {
-		still[key] = true
 		if !k.left[key] {
+			k.left[key] = true
 			report(inv, format, args...)
 		}
 	}
@@ -313,10 +314,9 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 			continue
 		}
 		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" {
-			once("lease/"+l.Node+"/"+l.Holder, invLeftLease, "lease node-%s of %s left behind: %s", l.Node, l.Holder, why)
+			once(string(l.UID)+"/"+l.Holder, invLeftLease, "lease node-%s of %s left behind: %s", l.Node, l.Holder, why)
 		}
 	}
-	k.left = still
 }
 
 // checkLiveness counts, for each NodeHealthCheck and node, how many settled checks in a row the

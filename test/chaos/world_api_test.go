@@ -234,7 +234,7 @@ func (w *world) leases(ctx context.Context) ([]leaseInfo, error) {
 		if !ok {
 			continue
 		}
-		info := leaseInfo{Node: node}
+		info := leaseInfo{UID: l.UID, Node: node}
 		if l.Spec.HolderIdentity != nil {
 			info.Holder = *l.Spec.HolderIdentity
 		}
