@@ -92,6 +92,15 @@ test: $(CONTROLPLANE_DEP) kwok vet ## Run all tests on a real control plane (env
 test-e2e: $(CONTROLPLANE_DEP) kwok ## Run only the end-to-end suite (real manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
+# The chaos test (test/chaos) runs a short history as part of `make test`; `make chaos` runs a longer
+# one with a random seed, or replays one: make chaos CHAOS_SEED=42 CHAOS_STEPS=17.
+CHAOS_STEPS ?= 400
+CHAOS_SEED ?= random
+
+.PHONY: chaos
+chaos: $(CONTROLPLANE_DEP) ## Run the chaos test of the running controllers for CHAOS_STEPS (400) steps; CHAOS_SEED= replays a run.
+	CHAOS_SEED=$(CHAOS_SEED) CHAOS_STEPS=$(CHAOS_STEPS) go test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
+
 .PHONY: fuzz
 fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 	@for t in $(FUZZ_TARGETS); do \

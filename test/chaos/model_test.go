@@ -1,0 +1,252 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// The model: what the driver knows about the world, in fake time. It is written only by the driver
+// (never read back from the API), so the invariants are judged against what the driver did, not
+// against what the controllers believe.
+
+// Labels and names of the world.
+const (
+	poolLabel         = "chaos.medik8s.io/pool"
+	controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+	excludeLabel      = remediationv1alpha1.ExcludeFromRemediationLabel
+	leaseNamespace    = "medik8s-leases"
+	leaseHolderPrefix = "NodeHealthCheck-"
+	templateNamespace = testutil.TemplateNamespace
+)
+
+// node is the model of one node.
+type node struct {
+	Name         string
+	Exists       bool
+	ControlPlane bool
+	Pool         string // "a", "b" or "" (no pool label)
+	Excluded     bool
+	Ready        corev1.ConditionStatus
+	// Since is the Ready condition's lastTransitionTime (fake time).
+	Since time.Time
+	// HealthyFrom is the step after which the node has been Ready=True without interruption (valid
+	// while Ready is True); a node that flapped within a step is healthy from that step.
+	HealthyFrom int
+}
+
+// labels returns the node's labels as the driver writes them.
+func (n node) labels() map[string]string {
+	l := map[string]string{"chaos.medik8s.io/node": "true"}
+	if n.Pool != "" {
+		l[poolLabel] = n.Pool
+	}
+	if n.ControlPlane {
+		l[controlPlaneLabel] = ""
+	}
+	if n.Excluded {
+		l[excludeLabel] = "true"
+	}
+	return l
+}
+
+func (n node) String() string {
+	s := fmt.Sprintf("%s[Ready=%s", n.Name, n.Ready)
+	if !n.Exists {
+		return n.Name + "[deleted]"
+	}
+	if n.Pool != "" {
+		s += " pool=" + n.Pool
+	}
+	if n.Excluded {
+		s += " excluded"
+	}
+	return s + "]"
+}
+
+// nhc is the model of one NodeHealthCheck: its spec as the API server accepted it.
+type nhc struct {
+	Name string
+	Spec remediationv1alpha1.NodeHealthCheckSpec
+	// Config is the index of its templates in templateConfigs.
+	Config int
+}
+
+func (h *nhc) paused() bool { return len(h.Spec.PauseRequests) > 0 }
+
+// disabled reports whether the NodeHealthCheck references a template that does not exist.
+func (h *nhc) disabled() bool {
+	for _, ref := range h.Spec.TemplateRefs() {
+		if !slices.Contains(existingTemplates, ref.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *nhc) healthyDelay() time.Duration {
+	if h.Spec.HealthyDelay == nil {
+		return 0
+	}
+	return h.Spec.HealthyDelay.Duration
+}
+
+func (h *nhc) selects(n node) bool {
+	if !n.Exists {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&h.Spec.Selector)
+	if err != nil {
+		panic(err)
+	}
+	return sel.Matches(labels.Set(n.labels()))
+}
+
+// matched reports whether one of the NodeHealthCheck's unhealthy conditions matches the node's
+// Ready status, whatever its duration: the node is not healthy for this NodeHealthCheck.
+func (h *nhc) matched(n node) bool {
+	for _, c := range h.Spec.UnhealthyConditions {
+		if c.Type == corev1.NodeReady && c.Status == n.Ready {
+			return true
+		}
+	}
+	return false
+}
+
+// unhealthyPast reports whether a matching condition has lasted for its duration at now.
+func (h *nhc) unhealthyPast(n node, now time.Time) bool {
+	for _, c := range h.Spec.UnhealthyConditions {
+		if c.Type == corev1.NodeReady && c.Status == n.Ready && !now.Before(n.Since.Add(c.Duration.Duration)) {
+			return true
+		}
+	}
+	return false
+}
+
+// whyNotDue says why the node is not due for a new remediation by this NodeHealthCheck at now;
+// empty when it is due: selected, unhealthy past a condition's duration, not excluded, not paused,
+// not disabled.
+func (h *nhc) whyNotDue(n node, now time.Time) string {
+	switch {
+	case !n.Exists:
+		return "the node does not exist"
+	case !h.selects(n):
+		return "not selected"
+	case !h.matched(n):
+		return "healthy (Ready=" + string(n.Ready) + ")"
+	case !h.unhealthyPast(n, now):
+		return fmt.Sprintf("Ready=%s for only %s", n.Ready, now.Sub(n.Since))
+	case n.Excluded:
+		return "excluded by label"
+	case h.paused():
+		return "the NodeHealthCheck is paused"
+	case h.disabled():
+		return "the NodeHealthCheck references a missing template"
+	}
+	return ""
+}
+
+// requiredHealthy resolves minHealthy / maxUnhealthy against total selected nodes as the API
+// documents them (integers, numeric strings, percentages rounded up; maxUnhealthy m means total - m
+// must stay healthy; "51%" when neither is set). ok is false for a budget that allows nothing
+// (maxUnhealthy above total, unparsable). Written independently of internal/health on purpose.
+func requiredHealthy(total int, minHealthy, maxUnhealthy *intstr.IntOrString) (required int, ok bool) {
+	resolve := func(v *intstr.IntOrString) (int, bool) {
+		if v.Type == intstr.Int {
+			return int(v.IntVal), v.IntVal >= 0
+		}
+		if p, isPercent := strings.CutSuffix(v.StrVal, "%"); isPercent {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 {
+				return 0, false
+			}
+			return (n*total + 99) / 100, true
+		}
+		n, err := strconv.Atoi(v.StrVal)
+		return n, err == nil && n >= 0
+	}
+	switch {
+	case maxUnhealthy != nil:
+		m, ok := resolve(maxUnhealthy)
+		if !ok || m > total {
+			return 0, false
+		}
+		return total - m, true
+	case minHealthy != nil:
+		return resolve(minHealthy)
+	default:
+		def := intstr.FromString("51%")
+		return resolve(&def)
+	}
+}
+
+// maxRemediated is how many selected nodes may have remediation CRs when a new one starts:
+// selected - required healthy; -1 when the budget allows nothing.
+func (h *nhc) maxRemediated(selected int) int {
+	required, ok := requiredHealthy(selected, h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+	if !ok {
+		return -1
+	}
+	return selected - required
+}
+
+// state is the model after a step: fake time, nodes, NodeHealthChecks, and the driver's own
+// knobs that the invariants must know about.
+type state struct {
+	Step  int
+	Now   time.Time
+	Nodes map[string]node
+	NHCs  map[string]*nhc
+	// Poisoned is the node whose writes all fail (per-node errors), if any.
+	Poisoned string
+}
+
+func (s *state) clone() *state {
+	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned}
+	for k, v := range s.NHCs {
+		cp := *v
+		cp.Spec = *v.Spec.DeepCopy()
+		c.NHCs[k] = &cp
+	}
+	return c
+}
+
+func (s *state) nodeNames() []string { return slices.Sorted(maps.Keys(s.Nodes)) }
+func (s *state) nhcNames() []string  { return slices.Sorted(maps.Keys(s.NHCs)) }
+
+// selected returns the names of the existing nodes the NodeHealthCheck selects.
+func (s *state) selected(h *nhc) []string {
+	var out []string
+	for _, name := range s.nodeNames() {
+		if h.selects(s.Nodes[name]) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// healthySettled reports whether the node has been healthy since before this step and, for a
+// NodeHealthCheck with a healthyDelay, since at least that delay before the previous step ended, so
+// that the remediation controller had a whole step to clear its CRs. A CR that appeared after the
+// node recovered (fromStep, fromTime) starts the delay then.
+func healthySettled(n node, prev *state, delay time.Duration, fromStep int, fromTime time.Time) bool {
+	if !n.Exists || n.Ready != corev1.ConditionTrue || max(n.HealthyFrom, fromStep) > prev.Step {
+		return false
+	}
+	since := n.Since
+	if fromTime.After(since) {
+		since = fromTime
+	}
+	return delay <= 0 || !prev.Now.Before(since.Add(delay))
+}

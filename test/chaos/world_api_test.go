@@ -1,0 +1,308 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// pokeNode is selected by no NodeHealthCheck; changing its labels makes the nhc controller
+// reconcile every NodeHealthCheck, as any node change does.
+const pokeNode = "poke"
+
+// world is the driver: the model, the API (an uncached client), the managers, the fault injector,
+// the CR recorder and the checker.
+type world struct {
+	t        testing.TB
+	k8s      client.Client
+	clock    *clocktesting.FakeClock
+	start    time.Time
+	rng      *rand.Rand
+	cur      *state
+	managers *managers
+	faults   *faults
+	rec      *recorder
+	checker  *checker
+	nhcUIDs  map[string]types.UID
+
+	// faultRate is the rate of random API failures while turned on (0: off).
+	faultRate float64
+	// poked is set when this step made the controllers reconcile every NodeHealthCheck.
+	poked bool
+	// skip are kinds of moves a random run does not make (CHAOS_SKIP).
+	skip []string
+	// writes are the objects the driver wrote in this step, by key.
+	writes map[string]written
+	// leaderName is the leader at the last settle; depthBaseline and awaitReconciles: see settle.
+	leaderName      string
+	depthBaseline   float64
+	awaitReconciles float64
+
+	settleTotal, settleLongest time.Duration
+	unsettled                  int
+}
+
+func (w *world) logf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Logf(format, args...)
+}
+
+// fakeElapsed formats how far the fake clock is from the start.
+func (w *world) fakeElapsed() string {
+	return "+" + w.cur.Now.Sub(w.start).String()
+}
+
+func (w *world) wrote(obj client.Object, deleted bool) {
+	key := fmt.Sprintf("%T/%s", obj, client.ObjectKeyFromObject(obj))
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		key = u.GetKind() + "/" + client.ObjectKeyFromObject(obj).String()
+	}
+	if w.writes == nil {
+		w.writes = map[string]written{}
+	}
+	w.writes[key] = written{obj: obj, rv: resourceVersion(obj), deleted: deleted}
+}
+
+// patchNode merge-patches the node (or its status) and records the write.
+func (w *world) patchNode(ctx context.Context, name string, status bool, patch map[string]any) error {
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if status {
+		err = w.k8s.Status().Patch(ctx, n, client.RawPatch(types.MergePatchType, raw))
+	} else {
+		err = w.k8s.Patch(ctx, n, client.RawPatch(types.MergePatchType, raw))
+	}
+	if err != nil {
+		return fmt.Errorf("patching node %s: %w", name, err)
+	}
+	w.wrote(n, false)
+	return nil
+}
+
+// setReady sets the node's Ready condition, changed at the fake clock's now, in the API and the
+// model.
+func (w *world) setReady(ctx context.Context, name string, status corev1.ConditionStatus) error {
+	now := metav1.NewTime(w.cur.Now)
+	err := w.patchNode(ctx, name, true, map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, LastTransitionTime: now, LastHeartbeatTime: now, Reason: "Chaos", Message: "set by the chaos driver",
+	}}}})
+	if err != nil {
+		return err
+	}
+	n := w.cur.Nodes[name]
+	if n.Ready != corev1.ConditionTrue || status != corev1.ConditionTrue {
+		n.HealthyFrom = w.cur.Step
+	}
+	n.Ready, n.Since = status, w.cur.Now
+	w.cur.Nodes[name] = n
+	return nil
+}
+
+// setLabels writes the model node's labels (pool, exclusion) to the API.
+func (w *world) setLabels(ctx context.Context, n node) error {
+	labels := map[string]any{poolLabel: nil, excludeLabel: nil}
+	for k, v := range n.labels() {
+		labels[k] = v
+	}
+	if err := w.patchNode(ctx, n.Name, false, map[string]any{"metadata": map[string]any{"labels": labels}}); err != nil {
+		return err
+	}
+	w.cur.Nodes[n.Name] = n
+	return nil
+}
+
+// createNode creates the model node, healthy.
+func (w *world) createNode(ctx context.Context, n node) error {
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.labels()}}
+	if err := w.k8s.Create(ctx, obj); err != nil {
+		return fmt.Errorf("creating node %s: %w", n.Name, err)
+	}
+	n.Exists = true
+	w.cur.Nodes[n.Name] = n
+	if err := w.setReady(ctx, n.Name, n.Ready); err != nil {
+		return err
+	}
+	n = w.cur.Nodes[n.Name]
+	n.HealthyFrom = w.cur.Step
+	w.cur.Nodes[n.Name] = n
+	return nil
+}
+
+func (w *world) deleteNode(ctx context.Context, name string) error {
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := w.k8s.Delete(ctx, obj); err != nil {
+		return fmt.Errorf("deleting node %s: %w", name, err)
+	}
+	w.wrote(obj, true)
+	n := w.cur.Nodes[name]
+	n.Exists, n.Excluded = false, false
+	w.cur.Nodes[name] = n
+	return nil
+}
+
+// patchNHC merge-patches a NodeHealthCheck's spec or metadata; the API server may refuse it.
+func (w *world) patchNHC(ctx context.Context, name string, patch map[string]any) error {
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	h := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := w.k8s.Patch(ctx, h, client.RawPatch(types.MergePatchType, raw)); err != nil {
+		return err
+	}
+	w.wrote(h, false)
+	return nil
+}
+
+// poke makes the nhc controller reconcile every NodeHealthCheck, and touching them makes the
+// remediation controller do so: after the fake clock moved, deadlines that passed are noticed
+// (requeues wait in real time).
+func (w *world) poke(ctx context.Context) error {
+	w.poked = true
+	if err := w.patchNode(ctx, pokeNode, false, map[string]any{"metadata": map[string]any{"labels": map[string]any{"poke": fmt.Sprint(time.Now().UnixNano())}}}); err != nil {
+		return err
+	}
+	for _, name := range w.cur.nhcNames() {
+		if err := w.patchNHC(ctx, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"chaos.medik8s.io/touched": fmt.Sprint(time.Now().UnixNano())}}}); err != nil {
+			return fmt.Errorf("touching %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// listCRs lists the remediation CRs of every kind in the template namespace, from the API.
+func (w *world) listCRs(ctx context.Context) ([]unstructured.Unstructured, error) {
+	var out []unstructured.Unstructured
+	for _, k := range crKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(k[0])
+		list.SetKind(k[1] + "List")
+		if err := w.k8s.List(ctx, list, client.InNamespace(templateNamespace)); err != nil {
+			return nil, err
+		}
+		out = append(out, list.Items...)
+	}
+	slices.SortFunc(out, func(a, b unstructured.Unstructured) int {
+		return int(resourceVersion(&a)) - int(resourceVersion(&b))
+	})
+	return out, nil
+}
+
+func crNode(cr *unstructured.Unstructured) string {
+	if n := cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation]; n != "" {
+		return n
+	}
+	return cr.GetName()
+}
+
+// crsOf returns the node's CRs from the API, oldest first.
+func (w *world) crsOf(ctx context.Context, node string) ([]unstructured.Unstructured, error) {
+	all, err := w.listCRs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(cr unstructured.Unstructured) bool { return crNode(&cr) != node }), nil
+}
+
+// leases reads the node leases.
+func (w *world) leases(ctx context.Context) ([]leaseInfo, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := w.k8s.List(ctx, list, client.InNamespace(leaseNamespace)); err != nil {
+		return nil, err
+	}
+	var out []leaseInfo
+	for _, l := range list.Items {
+		node, ok := strings.CutPrefix(l.Name, "node-")
+		if !ok {
+			continue
+		}
+		info := leaseInfo{UID: l.UID, Node: node}
+		if l.Spec.HolderIdentity != nil {
+			info.Holder = *l.Spec.HolderIdentity
+		}
+		if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+			info.Expires = l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// snapshot reads what the check needs from the API; faulty: random faults failed requests in the
+// step.
+func (w *world) snapshot(ctx context.Context, settled, faulty bool) (snapshot, error) {
+	rv, err := w.rec.sync(ctx, w.k8s)
+	if err != nil {
+		return snapshot{}, err
+	}
+	leases, err := w.leases(ctx)
+	if err != nil {
+		return snapshot{}, err
+	}
+	snap := snapshot{RV: rv, CRs: w.rec.records(), Leases: leases, Settled: settled, Faulty: faulty, Poked: w.poked}
+	w.poked = false
+	return snap, nil
+}
+
+// describe returns the state of the API that explains a violation: each NodeHealthCheck's status,
+// the CRs and the leases.
+func (w *world) describe(ctx context.Context) string {
+	var b strings.Builder
+	for _, name := range w.cur.nhcNames() {
+		h := &remediationv1alpha1.NodeHealthCheck{}
+		if err := w.k8s.Get(ctx, client.ObjectKey{Name: name}, h); err != nil {
+			fmt.Fprintf(&b, "  nhc %s: %v\n", name, err)
+			continue
+		}
+		var entries []string
+		for _, e := range h.Status.UnhealthyNodes {
+			s := fmt.Sprintf("%s(%d CRs", e.Name, len(e.Remediations))
+			if e.ConditionsHealthyTimestamp != nil {
+				s += ", healthy"
+			}
+			entries = append(entries, s+")")
+		}
+		fmt.Fprintf(&b, "  nhc %s: templates %s, paused %v; status %s: %s; unhealthyNodes %v\n", name, templateConfigs[w.cur.NHCs[name].Config].Name,
+			w.cur.NHCs[name].paused(), h.Status.Phase, h.Status.Reason, entries)
+	}
+	if crs, err := w.listCRs(ctx); err == nil {
+		for _, cr := range crs {
+			owner := ""
+			for _, o := range cr.GetOwnerReferences() {
+				owner = o.Name
+			}
+			_, timedOut := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
+			fmt.Fprintf(&b, "  CR %s %s: node %s, nhc %s, template %s, timed out %v, Succeeded=%q\n", cr.GetKind(), cr.GetName(), crNode(&cr), owner,
+				cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation], timedOut, crCondition(&cr, remediationv1alpha1.RemediationConditionSucceeded))
+		}
+	}
+	if leases, err := w.leases(context.Background()); err == nil {
+		for _, l := range leases {
+			fmt.Fprintf(&b, "  lease node-%s: %s until %s\n", l.Node, l.Holder, l.Expires.Format(time.TimeOnly))
+		}
+	}
+	var nodes []string
+	for _, name := range w.cur.nodeNames() {
+		nodes = append(nodes, w.cur.Nodes[name].String())
+	}
+	fmt.Fprintf(&b, "  model at %s (%s): %s", w.cur.Now.Format(time.TimeOnly), w.fakeElapsed(), strings.Join(nodes, " "))
+	return b.String()
+}
