@@ -17,6 +17,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -211,7 +212,7 @@ func run(o *options) error {
 		RetryPeriod:                   &o.retryPeriod,
 		LeaderElectionNamespace:       o.leaderElectionNS,
 		LeaderElectionReleaseOnCancel: true, // the process exits right after, so handing over early is safe
-		GracefulShutdownTimeout:       ptr(gracefulShutdownTimeout),
+		GracefulShutdownTimeout:       ptr.To(gracefulShutdownTimeout),
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Port:    o.webhookPort,
 			CertDir: o.webhookCertDir,
@@ -264,5 +265,3 @@ func run(o *options) error {
 	log.Info("Starting manager", "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -3,7 +3,6 @@ package upgrade
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -375,7 +374,5 @@ func (g *Gate) update(f func() bool) {
 func (g *Gate) Expected() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := slices.Clone(g.expected)
-	sort.Strings(out)
-	return out
+	return slices.Sorted(slices.Values(g.expected))
 }

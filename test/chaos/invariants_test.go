@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -378,11 +379,4 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 	}
 }
 
-func sortedKeys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

@@ -7,8 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 )
 
 // OpenShift's etcd quorum protection: a PodDisruptionBudget over one guard pod per control-plane node
@@ -21,16 +22,12 @@ const (
 	etcdGuardLabelKey, etcdGuardLabelValue = "app", "guard"
 )
 
-// clusterVersionGK is OpenShift's ClusterVersion: the config.openshift.io group's presence means
-// OpenShift.
-var clusterVersionGK = schema.GroupKind{Group: "config.openshift.io", Kind: "ClusterVersion"}
-
 // isOpenShift reports whether the API server serves config.openshift.io. The RESTMapper caches
 // discovery and refreshes it on a miss, so a group that appears later is seen. Only "no such kind"
 // means not OpenShift: any other error (discovery failing under load, say) is returned, so that a
 // control-plane node is never remediated without the etcd check just because discovery hiccupped.
 func (r *Reconciler) isOpenShift() (bool, error) {
-	_, err := r.RESTMapper().RESTMapping(clusterVersionGK)
+	_, err := r.RESTMapper().RESTMapping(openshift.ClusterVersion.GroupKind())
 	if meta.IsNoMatchError(err) {
 		return false, nil
 	}

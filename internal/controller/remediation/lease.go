@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -139,7 +140,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		return leaseResult{otherHolder: *lease.Spec.HolderIdentity, expires: expires, retryAt: retryAt}, nil
 	}
-	current := ptrValue(lease.Spec.HolderIdentity)
+	current := ptr.Deref(lease.Spec.HolderIdentity, "")
 	var renewed, acquired time.Time
 	if lease.Spec.RenewTime != nil {
 		renewed = lease.Spec.RenewTime.Time
@@ -150,7 +151,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	// Ours (or free, or expired): renew when a third of the duration has passed, or the step changed.
 	res := leaseResult{held: true, renewAt: now.Add(duration / 3)}
 	stepChanged := current == holder && !acquired.Equal(stepStart) && stepStart.After(acquired)
-	if current == holder && !stepChanged && now.Before(renewed.Add(duration/3)) && ptrValue(lease.Spec.LeaseDurationSeconds) == seconds {
+	if current == holder && !stepChanged && now.Before(renewed.Add(duration/3)) && ptr.Deref(lease.Spec.LeaseDurationSeconds, 0) == seconds {
 		res.renewAt = renewed.Add(duration / 3)
 		return res, nil
 	}
@@ -164,14 +165,6 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
 	return res, nil
-}
-
-func ptrValue[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
 }
 
 // releaseLease deletes the node's lease if this NodeHealthCheck holds it. A release that fails is
@@ -213,7 +206,7 @@ func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1al
 			return fmt.Errorf("listing node leases: %w", err)
 		}
 		for _, l := range leases.Items {
-			if ptrValue(l.Spec.HolderIdentity) != leaseHolder(nhc) || len(l.OwnerReferences) == 0 || l.OwnerReferences[0].Kind != "Node" {
+			if ptr.Deref(l.Spec.HolderIdentity, "") != leaseHolder(nhc) || len(l.OwnerReferences) == 0 || l.OwnerReferences[0].Kind != "Node" {
 				continue
 			}
 			r.leftLeases.Store(string(nhc.UID)+"/"+l.OwnerReferences[0].Name, l.OwnerReferences[0].Name)

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -32,9 +33,9 @@ type detector struct {
 
 // Groups and kinds the detectors read.
 var (
-	clusterVersionKind     = schema.GroupKind{Group: "config.openshift.io", Kind: "ClusterVersion"}
-	infrastructureKind     = schema.GroupKind{Group: "config.openshift.io", Kind: "Infrastructure"}
-	machineHealthCheckKind = schema.GroupKind{Group: "machine.openshift.io", Kind: "MachineHealthCheck"}
+	clusterVersionKind     = openshift.ClusterVersion.GroupKind()
+	infrastructureKind     = openshift.Infrastructure.GroupKind()
+	machineHealthCheckKind = openshift.MachineHealthCheck.GroupKind()
 	kubeadmControlPlane    = schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
 	machineDeployment      = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"}
 )
@@ -84,7 +85,7 @@ func evaluateInfrastructure(ctx context.Context, g *Guard, served []schema.Group
 	}
 	infra := &unstructured.Unstructured{}
 	infra.SetGroupVersionKind(served[0])
-	err := g.Get(ctx, client.ObjectKey{Name: "cluster"}, infra)
+	err := g.Get(ctx, client.ObjectKey{Name: openshift.InfrastructureName}, infra)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return time.Time{}, fmt.Errorf("getting Infrastructure cluster: %w", err)
 	}

@@ -3,6 +3,7 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -269,11 +270,4 @@ func normalize(errs field.ErrorList, webhook bool) map[string]bool {
 	return out
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func keys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

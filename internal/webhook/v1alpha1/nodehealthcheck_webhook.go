@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
 
@@ -38,12 +39,6 @@ const lookupTimeout = 3 * time.Second
 // on a two-node cluster with fencing. The cluster fences its own nodes there, so NodeHealthCheck is not
 // supported and the validating webhook refuses to create or update one.
 const ControlPlaneTopologyDualReplica = "DualReplica"
-
-// infrastructureGVK and infrastructureName identify OpenShift's cluster-scoped singleton that reports
-// the control-plane topology.
-var infrastructureGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}
-
-const infrastructureName = "cluster"
 
 // +kubebuilder:webhook:path=/mutate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=true,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update,versions=v1alpha1,name=mnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=false,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update;delete,versions=v1alpha1,name=vnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
@@ -169,7 +164,7 @@ func validateTopology(ctx context.Context, reader TopologyReader, name string) e
 	}
 	if topology == ControlPlaneTopologyDualReplica {
 		return apierrors.NewForbidden(nhcResource, name, errors.New("NodeHealthCheck is not supported on this cluster: "+
-			"Infrastructure/"+infrastructureName+" reports status.controlPlaneTopology "+ControlPlaneTopologyDualReplica+
+			"Infrastructure/"+openshift.InfrastructureName+" reports status.controlPlaneTopology "+ControlPlaneTopologyDualReplica+
 			" (two-node OpenShift with fencing), whose nodes are fenced by the cluster itself"))
 	}
 	return nil
@@ -329,17 +324,17 @@ var _ TopologyReader = &InfrastructureTopologyReader{}
 // kind (not OpenShift) or has no Infrastructure/cluster object reports "".
 func (r *InfrastructureTopologyReader) ControlPlaneTopology(ctx context.Context) (string, error) {
 	infra := &unstructured.Unstructured{}
-	infra.SetGroupVersionKind(infrastructureGVK)
-	err := r.Reader.Get(ctx, client.ObjectKey{Name: infrastructureName}, infra)
+	infra.SetGroupVersionKind(openshift.Infrastructure)
+	err := r.Reader.Get(ctx, client.ObjectKey{Name: openshift.InfrastructureName}, infra)
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading Infrastructure/%s: %w", infrastructureName, err)
+		return "", fmt.Errorf("reading Infrastructure/%s: %w", openshift.InfrastructureName, err)
 	}
 	topology, _, err := unstructured.NestedString(infra.Object, "status", "controlPlaneTopology")
 	if err != nil {
-		return "", fmt.Errorf("reading status.controlPlaneTopology of Infrastructure/%s: %w", infrastructureName, err)
+		return "", fmt.Errorf("reading status.controlPlaneTopology of Infrastructure/%s: %w", openshift.InfrastructureName, err)
 	}
 	return topology, nil
 }

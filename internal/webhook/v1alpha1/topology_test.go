@@ -16,17 +16,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 )
-
-var infrastructureGVK = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}
 
 // setTopology creates OpenShift's Infrastructure/cluster on the webhook's control plane with the
 // given status.controlPlaneTopology ("" leaves the status empty) and deletes it when the spec ends.
 func setTopology(ctx context.Context, topology string) *unstructured.Unstructured {
 	infra := &unstructured.Unstructured{}
-	infra.SetGroupVersionKind(infrastructureGVK)
+	infra.SetGroupVersionKind(openshift.Infrastructure)
 	infra.SetName("cluster")
 	Expect(webhookClient.Create(ctx, infra)).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
@@ -50,7 +49,7 @@ func changeTopology(ctx context.Context, infra *unstructured.Unstructured, topol
 var _ = Describe("Control-plane topology (webhook)", func() {
 	It("admits a NodeHealthCheck when there is no Infrastructure/cluster", func(ctx SpecContext) {
 		infra := &unstructured.Unstructured{}
-		infra.SetGroupVersionKind(infrastructureGVK)
+		infra.SetGroupVersionKind(openshift.Infrastructure)
 		Expect(webhookClient.Get(ctx, client.ObjectKey{Name: "cluster"}, infra)).To(Satisfy(apierrors.IsNotFound))
 
 		nhc := testutil.NewNHC(uniqueName("nhc"))
@@ -183,7 +182,7 @@ func TestTopologyRule(t *testing.T) {
 		check func(error) bool
 	}{
 		{name: "not OpenShift: the Infrastructure kind is not served", reader: stubReader{err: &meta.NoKindMatchError{
-			GroupKind: infrastructureGVK.GroupKind(), SearchedVersions: []string{infrastructureGVK.Version}}}},
+			GroupKind: openshift.Infrastructure.GroupKind(), SearchedVersions: []string{openshift.Infrastructure.Version}}}},
 		{name: "no Infrastructure/cluster", reader: stubReader{err: apierrors.NewNotFound(infraGR, "cluster")}},
 		{name: "no status", reader: stubReader{}},
 		{name: "HighlyAvailable", reader: stubReader{status: map[string]any{"controlPlaneTopology": "HighlyAvailable"}}},
