@@ -67,7 +67,7 @@ func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeH
 	cr.SetKind(strings.TrimSuffix(kind, remediationv1alpha1.TemplateSuffix))
 	cr.SetNamespace(template.GetNamespace())
 	if SupportsMultiple(template) {
-		cr.SetGenerateName(node + "-")
+		cr.SetGenerateName(generateNamePrefix(node))
 	} else {
 		cr.SetName(node)
 	}
@@ -160,4 +160,17 @@ func PatchAnnotation(ctx context.Context, c client.Writer, obj client.Object, ke
 		return err
 	}
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+}
+
+// maxGenerateNamePrefix is the longest generateName the API server accepts: it appends five random
+// characters to at most 248 of them, and validates the prefix itself as a name.
+const maxGenerateNamePrefix = 248
+
+// generateNamePrefix is "<node>-", cut for node names so long that it would not be a valid prefix
+// (the node-name annotation keeps the whole name).
+func generateNamePrefix(node string) string {
+	if len(node)+1 <= maxGenerateNamePrefix {
+		return node + "-"
+	}
+	return strings.TrimRight(node[:maxGenerateNamePrefix-1], ".-") + "-"
 }

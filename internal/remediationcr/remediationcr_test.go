@@ -1,11 +1,13 @@
 package remediationcr
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
@@ -99,5 +101,39 @@ func TestCondition(t *testing.T) {
 	}}}}
 	if Condition(cr, "Succeeded") != metav1.ConditionFalse || Condition(cr, "Other") != "" {
 		t.Error("Condition")
+	}
+}
+
+// TestBuildForLongNodeNames: a node name of 253 characters still gives a CR the API server accepts:
+// its own name for plain templates, a cut generateName prefix for templates with generated names.
+func TestBuildForLongNodeNames(t *testing.T) {
+	node := strings.Repeat("a", 120) + "." + strings.Repeat("b", 132)
+	if len(node) != 253 {
+		t.Fatalf("node name of %d characters", len(node))
+	}
+	cr, err := Build(metal3Template(), owner(), node, nil)
+	if err != nil || cr.GetName() != node {
+		t.Fatalf("name %q err %v", cr.GetName(), err)
+	}
+	multi := metal3Template()
+	multi.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
+	cr, err = Build(multi, owner(), node, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := cr.GetGenerateName()
+	if len(prefix) > 248 || !strings.HasSuffix(prefix, "-") || !strings.HasPrefix(node, strings.TrimSuffix(prefix, "-")) {
+		t.Fatalf("generateName %q (%d characters)", prefix, len(prefix))
+	}
+	if errs := validation.IsDNS1123Subdomain(prefix + "x2k4z"); len(errs) > 0 {
+		t.Fatalf("generated name invalid: %v", errs)
+	}
+	if NodeName(cr) != node {
+		t.Fatalf("node name annotation %q", NodeName(cr))
+	}
+	// A cut that ends in a dot drops it.
+	dotted := strings.Repeat("a", 246) + ".bbbbbb"
+	if p := generateNamePrefix(dotted); strings.Contains(p, ".-") || len(p) > 248 {
+		t.Fatalf("prefix %q", p)
 	}
 }
