@@ -17,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -80,9 +79,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(NodeChangePredicate())).
-		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return false },
-		})).
+		// Updates too: a new CRD is served only once it is established, an update of its status
+		// that the metadata does not show. CRDs change rarely; each change is one pass over all
+		// NodeHealthChecks.
+		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.allNHCs)).
 		Build(r)
 	if err != nil {
 		return err
