@@ -35,7 +35,7 @@ func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVe
 }
 
 // remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
-// every kind any NodeHealthCheck uses, across namespaces. A kind the operator may not list and watch
+// every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind the operator may not list and watch
 // is not read (its informer would never sync); when nhc uses it, the returned problem says so.
 func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
 	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
@@ -51,6 +51,18 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			}
 		}
 	}
+	g.mu.Lock()
+	for _, gvk := range kinds {
+		if !slices.Contains(g.seen, gvk) {
+			g.seen = append(g.seen, gvk)
+		}
+	}
+	for _, gvk := range g.seen {
+		if !slices.Contains(kinds, gvk) {
+			kinds = append(kinds, gvk)
+		}
+	}
+	g.mu.Unlock()
 	var problem *Problem
 	var out []unstructured.Unstructured
 	for _, gvk := range kinds {
@@ -88,7 +100,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			}
 			return nil, nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
-		for _, cr := range list.Items {
+		for _, cr := range g.withCreated(gvk, list.Items) {
 			if _, _, ok := remediationcr.ControllerNHC(&cr); ok {
 				out = append(out, cr)
 			}
@@ -97,11 +109,12 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 	return out, problem, nil
 }
 
-// templateKinds returns the remediation CR kinds of the templates the NodeHealthCheck references.
+// templateKinds returns the remediation CR kinds of the templates the NodeHealthCheck references;
+// like RemediationKinds, never kinds of the core group (CheckTemplates disables such a spec).
 func templateKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVersionKind {
 	var kinds []schema.GroupVersionKind
 	for _, ref := range nhc.Spec.TemplateRefs() {
-		if gvk := remediationcr.GVK(ref); gvk.Kind != "" && !slices.Contains(kinds, gvk) {
+		if gvk := remediationcr.GVK(ref); gvk.Kind != "" && gvk.Group != "" && !slices.Contains(kinds, gvk) {
 			kinds = append(kinds, gvk)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,13 @@ type Gatherer struct {
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
 	// reports false when the API server does not serve the kind. nil: no watch is added.
 	Watch func(schema.GroupVersionKind) (bool, error)
+
+	mu sync.Mutex
+	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
+	// status names any more (a template changed before the status listed its CR) are still found.
+	seen []schema.GroupVersionKind
+	// created are CRs this process created that the cache may not show yet (see Created).
+	created []created
 }
 
 // Options select what a snapshot includes.

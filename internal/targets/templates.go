@@ -30,6 +30,11 @@ type TemplateGetter interface {
 // CheckTemplates reads every referenced template and reports the first problem.
 func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec) (*Problem, error) {
 	for _, ref := range spec.TemplateRefs() {
+		if ref.GroupVersionKind().Group == "" {
+			// PodTemplate would make Pods the remediation CRs.
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
+				fmt.Sprintf("Remediation template %s %s/%s is of the core API group; remediation templates are custom resources of their remediator", ref.Kind, ref.Namespace, ref.Name)}, nil
+		}
 		t := &unstructured.Unstructured{}
 		t.SetGroupVersionKind(ref.GroupVersionKind())
 		err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, t)

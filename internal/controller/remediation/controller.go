@@ -32,6 +32,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -55,7 +56,7 @@ const (
 const OldRemediationAge = 48 * time.Hour
 
 // MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
-const MachineAnnotation = "machine.openshift.io/machine"
+const MachineAnnotation = openshift.MachineAnnotation
 
 // Retries of a NodeHealthCheck whose actions failed back off exponentially from retryBase to
 // retryMax: a first retry soon enough for a lost write conflict, and at most one every five minutes
@@ -170,6 +171,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if starts(snap.Decision) {
+		// Before a first CR, the templates too: a missing or invalid one disables the
+		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
+		// a template that may not be watched costs a GET per read.)
+		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Acting: true, Templates: r.templates()}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 
 	next := snap.Next()
 	var errs []error
@@ -230,6 +239,19 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
 	}
 	return time.Time{}, nil // healthy, soon unhealthy, or skipped: nothing to do
+}
+
+// starts reports whether the decision starts a remediation on some node.
+func starts(d health.Decision) bool {
+	return slices.ContainsFunc(d.Nodes, func(n health.NodeDecision) bool { return n.Action == health.StartRemediation })
+}
+
+// templates returns how templates are read.
+func (r *Reconciler) templates() targets.TemplateGetter {
+	if r.Templates != nil {
+		return r.Templates
+	}
+	return r.Client
 }
 
 func nodeInput(snap *targets.Snapshot, name string) (health.Node, bool) {
@@ -293,7 +315,7 @@ func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.Nod
 		ctrl.LoggerFrom(ctx).Info("etcd quorum allows remediating the control-plane node", "node", node)
 		return time.Time{}, false, nil
 	}
-	r.reportOnce(ctx, nhc, "etcd/"+node+"/"+why, "Not remediating control-plane node %s yet: %s", node, why)
+	r.reportOnce(ctx, nhc, node, "etcd/"+node+"/"+why, "Not remediating control-plane node %s yet: %s", node, why)
 	return now.Add(etcdRetry), true, nil
 }
 
@@ -314,7 +336,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 	e := health.Escalate(health.EscalationInput{Steps: steps, CRs: stepCRs, Now: now,
 		Unhealthy: d.Health.State == health.Unhealthy, LeaseOverdue: leaseOverdue(lease, leaseHolder(nhc), now)})
 	for _, i := range e.Stale {
-		r.reportOnce(ctx, nhc, "stale/"+string(crs[i].GetUID()),
+		r.reportOnce(ctx, nhc, node, "stale/"+string(crs[i].GetUID()),
 			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
 			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
 	}
@@ -385,6 +407,9 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.OldRemediationCRAnnotation, ptr.To("true")); err != nil {
 			return next, fmt.Errorf("flagging %s %s/%s as old: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
+		if _, counted := r.reported.LoadOrStore("old/"+string(cr.GetUID()), true); counted {
+			continue // flagged before the cache showed it
+		}
 		oldRemediationCR.WithLabelValues(cr.GetName(), cr.GetNamespace()).Inc()
 		r.event(nhc, corev1.EventTypeWarning, EventReasonOldRemediationCR, "Flag",
 			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
@@ -401,8 +426,10 @@ func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node st
 	if !lease.expires.IsZero() {
 		until = lease.expires.UTC().Format(time.RFC3339)
 	}
-	r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
-		"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+			"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
+	}
 }
 
 // markHealthyDelay records on each CR when its node's healthy delay started (empty: removes the
@@ -451,11 +478,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	}
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
-	var getTemplate func(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error = r.Get
-	if r.Templates != nil {
-		getTemplate = r.Templates.Get
-	}
-	if err := getTemplate(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
+	if err := r.templates().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
 		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	machine, err := r.machineOwner(ctx, node, template.GetNamespace())
@@ -479,6 +502,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if err != nil {
 		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
 	}
+	r.targets.Created(cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
@@ -527,18 +551,18 @@ func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alph
 			return nil
 		}
 		if _, timedOut := existing.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; !timedOut || !existing.GetDeletionTimestamp().IsZero() {
-			r.reportOnce(ctx, nhc, "exists/"+string(existing.GetUID()),
+			r.reportOnce(ctx, nhc, node, "exists/"+string(existing.GetUID()),
 				"Node %s: cannot create %s %s/%s from template %s: the CR of that name, from template %s, still runs", node, cr.GetKind(), cr.GetNamespace(), cr.GetName(), newTemplate, oldTemplate)
 			return nil
 		}
 		return r.deleteAll(ctx, nhc, node, []unstructured.Unstructured{*existing},
 			fmt.Sprintf("it timed out, and the CR from template %s that replaces it needs its name", newTemplate))
 	case ok:
-		r.reportOnce(ctx, nhc, "first-wins/"+string(existing.GetUID()),
+		r.reportOnce(ctx, nhc, node, "first-wins/"+string(existing.GetUID()),
 			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
 			node, name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
 	default:
-		r.reportOnce(ctx, nhc, "foreign/"+string(existing.GetUID()),
+		r.reportOnce(ctx, nhc, node, "foreign/"+string(existing.GetUID()),
 			"Node %s: cannot create %s %s/%s: an object of that name that no NodeHealthCheck controls exists", node, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	}
 	return nil
@@ -566,18 +590,22 @@ func (r *Reconciler) explainStatus(ctx context.Context, snap *targets.Snapshot) 
 		default:
 			continue
 		}
-		r.reportOnce(ctx, snap.Stored, "status/"+e.Name+"/"+why, "Not remediating node %s, which the status lists as due: %s", e.Name, why)
+		r.reportOnce(ctx, snap.Stored, e.Name, "status/"+e.Name+"/"+why, "Not remediating node %s, which the status lists as due: %s", e.Name, why)
 	}
 }
 
-// reportOnce emits a warning RemediationSkipped event and logs it, once per key and NodeHealthCheck.
-func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, key, note string, args ...any) {
+// reportOnce emits a warning RemediationSkipped event regarding the NodeHealthCheck, related to the
+// node (events of one reason are otherwise merged into one series per object), and logs it, once
+// per key and NodeHealthCheck.
+func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node, key, note string, args ...any) {
 	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+key, true); seen {
 		return
 	}
 	msg := fmt.Sprintf(note, args...)
-	ctrl.LoggerFrom(ctx).Info(msg)
-	r.event(nhc, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "%s", msg)
+	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "%s", msg)
+	}
 }
 
 // machineOwner returns an owner reference to the node's Machine when the node names one in the
@@ -592,14 +620,14 @@ func (r *Reconciler) machineOwner(ctx context.Context, nodeName, namespace strin
 		return nil, nil
 	}
 	machine := &metav1.PartialObjectMetadata{}
-	machine.SetGroupVersionKind(machineGVK)
+	machine.SetGroupVersionKind(openshift.Machine)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("getting machine %s/%s: %w", ns, name, err)
 	}
-	return &metav1.OwnerReference{APIVersion: machineGVK.GroupVersion().String(), Kind: machineGVK.Kind, Name: name, UID: machine.UID}, nil
+	return &metav1.OwnerReference{APIVersion: openshift.Machine.GroupVersion().String(), Kind: openshift.Machine.Kind, Name: name, UID: machine.UID}, nil
 }
 
 // deleteAll deletes the node's CRs.
@@ -648,8 +676,6 @@ func (r *Reconciler) nodeEvent(node string, nhc *remediationv1alpha1.NodeHealthC
 		r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, nhc, eventType, reason, action, note, args...)
 	}
 }
-
-var machineGVK = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "Machine"}
 
 func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {
 	return remediationcr.NHCRequests(ctx, r, nil)

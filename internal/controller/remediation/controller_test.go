@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -336,14 +337,12 @@ func lateCRD(group, kind string) *apiextensionsv1.CustomResourceDefinition {
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
 				Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr(true),
+					Type: "object", XPreserveUnknownFields: ptr.To(true),
 				}},
 			}},
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 var _ = Describe("Long-running remediations", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })

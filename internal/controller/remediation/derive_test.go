@@ -1,0 +1,255 @@
+package remediation_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// forge writes status entries for the nodes as a stray status writer would: listed as due for a
+// remediation (no remediations), which the remediation controller must not take as an order.
+func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nodes ...string) {
+	Eventually(func() error {
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+		for _, node := range nodes {
+			got.Status.UnhealthyNodes = append(got.Status.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node})
+		}
+		return e.K8s.Status().Update(ctx, got)
+	}).Should(Succeed())
+}
+
+// eventNotes returns a function listing the notes of the events regarding the named object with the
+// reason.
+func eventNotes(ctx context.Context, regarding, reason string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(e.K8s.List(ctx, list)).To(Succeed())
+		var notes []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == regarding && ev.Reason == reason {
+				notes = append(notes, ev.Note)
+			}
+		}
+		return notes
+	}
+}
+
+var _ = Describe("Status is a report, not a command", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node, and says why once", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		excluded := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		label(ctx, excluded, remediationv1alpha1.ExcludeFromRemediationLabel, "true")
+		elsewhere := e.NewNode(ctx, e.Unique("other"), corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1), "the controllers run")
+
+		forge(ctx, n, healthy.Name, excluded.Name, elsewhere.Name)
+		notes := eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)
+		Eventually(notes).Should(ContainElements(
+			And(ContainSubstring("Not remediating node "+healthy.Name), ContainSubstring("it is healthy")),
+			And(ContainSubstring("Not remediating node "+excluded.Name), ContainSubstring("excluded by label")),
+			And(ContainSubstring("Not remediating node "+elsewhere.Name), ContainSubstring("does not select it")),
+		), "the remediation controller looked at the forged entries and refused each")
+		e.Touch(ctx, n)
+		Consistently(func() int {
+			return len(testCRs(ctx, healthy.Name)()) + len(testCRs(ctx, excluded.Name)()) + len(testCRs(ctx, elsewhere.Name)())
+		}).WithTimeout(time.Second).Should(BeZero())
+		var refusals []string
+		for _, note := range notes() {
+			if strings.HasPrefix(note, "Not remediating") {
+				refusals = append(refusals, note)
+			}
+		}
+		Expect(refusals).To(HaveLen(3), "each said once")
+	})
+
+	It("1. starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 2 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		var sick []*corev1.Node
+		for range 3 {
+			sick = append(sick, e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour))
+		}
+		n := e.NewNHC(ctx, group) // 51% of 5: 3 healthy required, 2 are
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("2 of 5 selected nodes are healthy, 3 required"))
+		forge(ctx, n, sick[0].Name, sick[1].Name, sick[2].Name)
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			And(ContainSubstring("which the status lists as due"), ContainSubstring("3 required"))))
+		Consistently(func() int {
+			return len(testCRs(ctx, sick[0].Name)()) + len(testCRs(ctx, sick[1].Name)()) + len(testCRs(ctx, sick[2].Name)())
+		}).WithTimeout(time.Second).Should(BeZero())
+	})
+
+	It("1. re-derives the decision when a node recovered after the status approved it", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 2 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.PauseRequests = []string{"hold"} })
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
+		// An approval written while the node was unhealthy, then the node recovered and the pause ended.
+		forge(ctx, n, node.Name)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Spec.PauseRequests = nil
+		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("Across NodeHealthChecks", func() {
+	It("4. never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		first := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		snr := snrTemplate(ctx)
+		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate = snr })
+		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
+		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+	})
+
+	It("4. remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
+		var cps []*corev1.Node
+		var nhcs []*remediationv1alpha1.NodeHealthCheck
+		for range 2 {
+			group := e.Unique("g")
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
+			cps = append(cps, cp)
+			nhcs = append(nhcs, e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v }))
+		}
+		for _, cp := range cps {
+			e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
+		}
+		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
+		Eventually(crCount).Should(Equal(1))
+		waiting := 1
+		if len(testCRs(ctx, cps[0].Name)()) == 0 {
+			waiting = 0
+		}
+		Eventually(func() string { return e.Status(ctx, nhcs[waiting])().Reason }).Should(ContainSubstring("waits until the remediation of control-plane node " + cps[1-waiting].Name))
+		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
+		e.SetReady(ctx, cps[1-waiting], corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, cps[waiting].Name)).Should(HaveLen(1))
+	})
+})
+
+var _ = Describe("A template change during a remediation", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	It("3. keeps the running CR, found by ownership, starts no second remediator, and removes it when the node recovers", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		old := testCRs(ctx, sick.Name)()[0]
+
+		// The status does not list the CR yet (a stale report), so the CRD's transition rule lets the
+		// template change through, to another kind.
+		Eventually(func() error {
+			got := &remediationv1alpha1.NodeHealthCheck{}
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+			got.Status.UnhealthyNodes = nil
+			return e.K8s.Status().Update(ctx, got)
+		}).Should(Succeed())
+		snr := snrTemplate(ctx)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Spec.RemediationTemplate = snr
+		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			And(ContainSubstring(old.GetName()), ContainSubstring("which the spec no longer references"))))
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name), "the status lists the node with its CR, found by ownership")
+		Expect(e.Status(ctx, n)().UnhealthyNodes[0].Remediations).To(HaveLen(1))
+		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(testCRs(ctx, sick.Name)()).To(HaveLen(1))
+
+		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+	})
+})
+
+var _ = Describe("Errors", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	It("4. a node whose action fails keeps neither its own retry nor the others' deadlines from the result", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 3 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		broken := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		soon := e.NewNode(ctx, group, corev1.ConditionUnknown, 290*time.Second) // due in 10s
+		// Paused for the suite's manager; the reconciler below reads it without the pause.
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.PauseRequests = []string{"not for the suite's manager"}
+		})
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
+
+		// A reconciler whose creates fail for one node, on the real API server.
+		withWatch, err := client.NewWithWatch(e.Env.Config, client.Options{Scheme: e.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		failing := interceptor.NewClient(withWatch, interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				err := c.Get(ctx, key, obj, opts...)
+				if got, ok := obj.(*remediationv1alpha1.NodeHealthCheck); ok {
+					got.Spec.PauseRequests = nil
+				}
+				return err
+			},
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if u, ok := obj.(*unstructured.Unstructured); ok && remediationcr.NodeName(u) == broken.Name {
+					return errors.New("injected")
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		r := &remediation.Reconciler{Client: failing, Clock: e.Clock, LeaseNamespace: e.Unique("leases")}
+		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
+		Expect(err).NotTo(HaveOccurred(), "an error would make controller-runtime drop the deadlines")
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
+		Expect(res.RequeueAfter).To(BeNumerically("<=", time.Second), "the failed node is retried soon")
+		Expect(testCRs(ctx, broken.Name)()).To(BeEmpty())
+
+		// The retry backs off, but never past the other node's deadline.
+		for range 8 {
+			res, err = r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(res.RequeueAfter).To(Equal(10*time.Second), "%s becomes unhealthy in 10s", soon.Name)
+	})
+})
+
+// snrTemplate creates a SelfNodeRemediationTemplate and returns its reference.
+func snrTemplate(ctx context.Context) *corev1.ObjectReference {
+	t := &unstructured.Unstructured{}
+	t.SetAPIVersion("self-node-remediation.medik8s.io/v1alpha1")
+	t.SetKind("SelfNodeRemediationTemplate")
+	t.SetNamespace(testutil.TemplateNamespace)
+	t.SetName(e.Unique("snr"))
+	Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": map[string]any{"remediationStrategy": "Automatic"}}, "spec", "template")).To(Succeed())
+	e.Create(ctx, t)
+	return &corev1.ObjectReference{APIVersion: t.GetAPIVersion(), Kind: t.GetKind(), Namespace: t.GetNamespace(), Name: t.GetName()}
+}

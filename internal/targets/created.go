@@ -1,0 +1,50 @@
+package targets
+
+import (
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// createdTTL is how long a CR this process created counts as existing while the cache does not show
+// it yet. The cache sees its own writes within milliseconds; a minute covers an overloaded API
+// server. Counting a CR that was deleted meanwhile only holds remediations back, never starts one.
+const createdTTL = time.Minute
+
+type created struct {
+	cr unstructured.Unstructured
+	at time.Time
+}
+
+// Created records a CR this process just created, so that snapshots count it before the cache
+// shows it. Without this a decision right after a create (another NodeHealthCheck's, a requeue)
+// would not see it: a second control-plane node, or a second NodeHealthCheck on the node, could
+// start. (The ReplicaSet controller's "expectations" solve the same lag.)
+func (g *Gatherer) Created(cr *unstructured.Unstructured) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.created = append(g.created, created{cr: *cr.DeepCopy(), at: time.Now()})
+}
+
+// withCreated adds to the CRs of a kind listed from the cache those this process created that the
+// cache does not show yet, and forgets the ones it shows (or that are too old).
+func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, listed []unstructured.Unstructured) []unstructured.Unstructured {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	uids := map[types.UID]bool{}
+	for i := range listed {
+		uids[listed[i].GetUID()] = true
+	}
+	g.created = slices.DeleteFunc(g.created, func(c created) bool {
+		return c.cr.GroupVersionKind() == gvk && uids[c.cr.GetUID()] || time.Since(c.at) > createdTTL
+	})
+	for _, c := range g.created {
+		if c.cr.GroupVersionKind() == gvk {
+			listed = append(listed, *c.cr.DeepCopy())
+		}
+	}
+	return listed
+}

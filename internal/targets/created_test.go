@@ -1,0 +1,39 @@
+package targets
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func cr(kind, name string, uid types.UID) unstructured.Unstructured {
+	u := unstructured.Unstructured{}
+	u.SetAPIVersion("test.medik8s.io/v1alpha1")
+	u.SetKind(kind)
+	u.SetName(name)
+	u.SetUID(uid)
+	return u
+}
+
+// A CR this process created counts until the cache shows it, once, and only for its kind.
+func TestCreatedCountsUntilTheCacheShowsIt(t *testing.T) {
+	g := &Gatherer{}
+	mine := cr("TestRemediation", "cp-0", "uid-1")
+	g.Created(&mine)
+	gvk := mine.GroupVersionKind()
+
+	if got := g.withCreated(gvk, nil); len(got) != 1 || got[0].GetUID() != "uid-1" {
+		t.Fatalf("before the cache shows it: %v, want the created CR", got)
+	}
+	other := cr("OtherRemediation", "x", "uid-2")
+	if got := g.withCreated(other.GroupVersionKind(), nil); len(got) != 0 {
+		t.Fatalf("another kind: %v, want none", got)
+	}
+	if got := g.withCreated(gvk, []unstructured.Unstructured{mine}); len(got) != 1 {
+		t.Fatalf("once the cache shows it: %d CRs, want it once", len(got))
+	}
+	if got := g.withCreated(gvk, nil); len(got) != 0 {
+		t.Fatalf("after the cache showed it: %v, want it forgotten", got)
+	}
+}
