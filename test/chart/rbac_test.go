@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,7 +123,8 @@ func chartArgs(t *testing.T, manifest string) []string {
 // The manager, run with the chart's arguments as the chart's ServiceAccount (a bound token) with only
 // the chart's RBAC, reconciles a NodeHealthCheck and creates a remediation CR with the permissions a
 // remediator grants through aggregation, exactly as documented for remediators: get on its
-// templates, everything on its remediation CRs. Proof that the chart's RBAC is enough.
+// templates, everything on its remediation CRs. Proof that the chart's RBAC is enough. A remediator
+// granting less (no list and watch on its CRs) disables only the NodeHealthCheck that uses it.
 func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -202,6 +204,68 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		return c.k8s.Get(ctx, client.ObjectKeyFromObject(nhc), got) == nil && got.Status.Phase == remediationv1alpha1.PhaseRemediating
 	})
+
+	// A remediator that forgets list and watch on its CRs: the NodeHealthCheck using it is disabled
+	// with a reason that says so, within seconds, and the others keep working (no informer waits
+	// forever for a kind it may not list).
+	blind := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "blind-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"self-node-remediation.medik8s.io"}, Resources: []string{"selfnoderemediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"self-node-remediation.medik8s.io"}, Resources: []string{"selfnoderemediations"}, Verbs: []string{"get", "create", "update", "patch", "delete"}},
+		},
+	}
+	if err := c.k8s.Create(ctx, blind); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both remediators' rules aggregated", func() bool {
+		agg := &rbacv1.ClusterRole{}
+		return c.k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-ext-remediation"}, agg) == nil && len(agg.Rules) == 4
+	})
+	snrTemplate := &unstructured.Unstructured{}
+	snrTemplate.SetAPIVersion("self-node-remediation.medik8s.io/v1alpha1")
+	snrTemplate.SetKind("SelfNodeRemediationTemplate")
+	snrTemplate.SetNamespace(testutil.TemplateNamespace)
+	snrTemplate.SetName("blind")
+	if err := unstructured.SetNestedMap(snrTemplate.Object, map[string]any{"spec": map[string]any{}}, "spec", "template"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.k8s.Create(ctx, snrTemplate); err != nil {
+		t.Fatal(err)
+	}
+	blindNHC := testutil.NewNHC("blind")
+	blindNHC.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"blind": "true"}}
+	blindNHC.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: snrTemplate.GetAPIVersion(), Kind: snrTemplate.GetKind(),
+		Namespace: snrTemplate.GetNamespace(), Name: snrTemplate.GetName()}
+	if err := c.k8s.Create(ctx, blindNHC); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Now()
+	waitFor(t, "the NodeHealthCheck of the remediator without list and watch disabled", func() bool {
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		if c.k8s.Get(ctx, client.ObjectKeyFromObject(blindNHC), got) != nil {
+			return false
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == remediationv1alpha1.ConditionReasonDisabledRemediationNotWatchable
+	})
+	if took := time.Since(created); took > 10*time.Second {
+		t.Errorf("disabled after %s, want within seconds", took)
+	}
+	waitFor(t, "the sick node ready again", func() bool {
+		if c.k8s.Get(ctx, client.ObjectKeyFromObject(sick), sick) != nil {
+			return false
+		}
+		sick.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now(), LastHeartbeatTime: metav1.Now()}}
+		return c.k8s.Status().Update(ctx, sick) == nil
+	})
+	waitFor(t, "the first NodeHealthCheck still working: the recovered node's CR deleted", func() bool {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion("test.medik8s.io/v1alpha1")
+		list.SetKind("TestRemediationList")
+		return c.k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace)) == nil && len(list.Items) == 0
+	})
+
 	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
 		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
 	}
