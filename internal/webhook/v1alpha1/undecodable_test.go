@@ -7,12 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -32,6 +37,157 @@ func undecodableObject(nhc *remediationv1alpha1.NodeHealthCheck, value any, path
 	u.SetKind("NodeHealthCheck")
 	return u, unstructured.SetNestedField(u.Object, value, path...)
 }
+
+// undecodable is undecodableObject for specs.
+func undecodable(nhc *remediationv1alpha1.NodeHealthCheck, value any, path ...string) *unstructured.Unstructured {
+	u, err := undecodableObject(nhc, value, path...)
+	Expect(err).NotTo(HaveOccurred())
+	return u
+}
+
+// bypassLabel marks the objects both webhooks skip while storeUndecodable stores one.
+const bypassLabel = "test.medik8s.io/bypass-webhooks"
+
+// setWebhooksBypass makes both webhook configurations on the webhook's control plane skip objects
+// labelled bypassLabel (on), or match every object again, as installed (off).
+func setWebhooksBypass(ctx context.Context, on bool) {
+	selector := &metav1.LabelSelector{}
+	if on {
+		selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: bypassLabel, Operator: metav1.LabelSelectorOpDoesNotExist}}
+	}
+	for _, installed := range webhookEnv.WebhookInstallOptions.MutatingWebhooks {
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		Expect(webhookClient.Get(ctx, client.ObjectKeyFromObject(installed), cfg)).To(Succeed())
+		for i := range cfg.Webhooks {
+			cfg.Webhooks[i].ObjectSelector = selector
+		}
+		Expect(webhookClient.Update(ctx, cfg)).To(Succeed())
+	}
+	for _, installed := range webhookEnv.WebhookInstallOptions.ValidatingWebhooks {
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		Expect(webhookClient.Get(ctx, client.ObjectKeyFromObject(installed), cfg)).To(Succeed())
+		for i := range cfg.Webhooks {
+			cfg.Webhooks[i].ObjectSelector = selector
+		}
+		Expect(webhookClient.Update(ctx, cfg)).To(Succeed())
+	}
+}
+
+// storeUndecodable stores u on the webhook's control plane, whose CRD keeps only its structure, as
+// an object stored before the CRD had bounds or while the webhook was off: for a moment both
+// webhooks skip objects labelled bypassLabel. It returns once both webhooks see every object again,
+// labelled or not.
+func storeUndecodable(ctx context.Context, u *unstructured.Unstructured) {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[bypassLabel] = "true"
+	u.SetLabels(labels)
+
+	setWebhooksBypass(ctx, true)
+	Eventually(func() error { return webhookClient.Create(ctx, u.DeepCopy()) }).WithContext(ctx).Should(Succeed())
+	setWebhooksBypass(ctx, false)
+	Eventually(func(g Gomega) {
+		probe := testutil.NewNHC(uniqueName("probe"))
+		probe.Labels = map[string]string{bypassLabel: "true"}
+		probe.Spec.MinHealthy = nil
+		g.Expect(webhookClient.Create(ctx, probe, client.DryRunAll)).To(Succeed())
+		g.Expect(probe.Spec.MinHealthy).To(Equal(&remediationv1alpha1.DefaultMinHealthy), "the defaulting webhook runs")
+		probe = testutil.NewNHC(uniqueName("probe"))
+		probe.Labels = map[string]string{bypassLabel: "true"}
+		probe.Spec.MinHealthy = intOrStr("200%")
+		g.Expect(causeFields(webhookClient.Create(ctx, probe, client.DryRunAll))).To(ConsistOf("spec.minHealthy"), "the validating webhook runs")
+	}).WithContext(ctx).Should(Succeed())
+}
+
+// warningClient returns a client for the webhook's control plane that records the warnings it gets.
+func warningClient() (client.Client, *warningRecorder) {
+	rec := &warningRecorder{}
+	cfg := rest.CopyConfig(webhookEnv.Config)
+	cfg.WarningHandlerWithContext = rec
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c, rec
+}
+
+// stored reads the NodeHealthCheck as unstructured, which works whether or not it decodes.
+func stored(ctx context.Context, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(remediationv1alpha1.GroupVersion.WithKind("NodeHealthCheck"))
+	Expect(webhookClient.Get(ctx, client.ObjectKey{Name: name}, u)).To(Succeed())
+	return u
+}
+
+// withSpec returns u with the spec of nhc.
+func withSpec(u *unstructured.Unstructured, nhc *remediationv1alpha1.NodeHealthCheck) *unstructured.Unstructured {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nhc.Spec)
+	Expect(err).NotTo(HaveOccurred())
+	u = u.DeepCopy()
+	u.Object["spec"] = spec
+	return u
+}
+
+var _ = Describe("A stored NodeHealthCheck that does not decode (webhook)", func() {
+	DescribeTable("admits an update that fixes it, with a warning, and the result decodes",
+		func(ctx SpecContext, value any, path ...string) {
+			nhc := testutil.NewNHC(uniqueName("undecodable"))
+			storeUndecodable(ctx, undecodable(nhc, value, path...))
+			Expect(webhookClient.Get(ctx, client.ObjectKeyFromObject(nhc), &remediationv1alpha1.NodeHealthCheck{})).NotTo(Succeed(),
+				"the stored object must not decode")
+
+			c, rec := warningClient()
+			Expect(c.Update(ctx, withSpec(stored(ctx, nhc.Name), nhc))).To(Succeed())
+			Expect(rec.warnings).To(ContainElement(And(
+				ContainSubstring("NodeHealthCheck "+nhc.Name+": the stored version could not be decoded"),
+				ContainSubstring(strings.Join(path, ".")+": "),
+			)))
+
+			fixed := &remediationv1alpha1.NodeHealthCheck{}
+			Expect(webhookClient.Get(ctx, client.ObjectKeyFromObject(nhc), fixed)).To(Succeed())
+			Expect(fixed.Spec).To(Equal(nhc.Spec))
+			Expect(webhookClient.Delete(ctx, fixed)).To(Succeed())
+		},
+		Entry("an int-or-string beyond int32", int64(99999999999), "spec", "minHealthy"),
+		Entry("a duration beyond time.Duration", "99999999999h", "spec", "healthyDelay"),
+	)
+
+	It("refuses an update to another invalid object, naming the field", func(ctx SpecContext) {
+		nhc := testutil.NewNHC(uniqueName("undecodable"))
+		storeUndecodable(ctx, undecodable(nhc, "99999999999h", "spec", "stormCooldownDuration"))
+		DeferCleanup(func(ctx SpecContext) { Expect(webhookClient.Delete(ctx, stored(ctx, nhc.Name))).To(Succeed()) })
+
+		invalid := nhc.DeepCopy()
+		invalid.Spec.MinHealthy = intOrStr("200%")
+		err := webhookClient.Update(ctx, withSpec(stored(ctx, nhc.Name), invalid))
+		Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+		Expect(causeFields(err)).To(ConsistOf("spec.minHealthy"))
+
+		By("an update that leaves it undecodable is refused too, saying why")
+		u := stored(ctx, nhc.Name)
+		u.SetAnnotations(map[string]string{"example.com/touched": "true"})
+		err = webhookClient.Update(ctx, u)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring(`invalid duration "99999999999h"`))
+		Expect(stored(ctx, nhc.Name).GetAnnotations()).To(BeEmpty())
+	})
+
+	It("allows deleting it, with a warning", func(ctx SpecContext) {
+		nhc := testutil.NewNHC(uniqueName("undecodable"))
+		storeUndecodable(ctx, undecodable(nhc, int64(2147483648), "spec", "minHealthy"))
+
+		c, rec := warningClient()
+		Expect(c.Delete(ctx, stored(ctx, nhc.Name))).To(Succeed())
+		Expect(rec.warnings).To(ContainElement(And(
+			ContainSubstring("NodeHealthCheck "+nhc.Name+": the stored version could not be decoded"),
+			ContainSubstring("spec.minHealthy: "),
+		)))
+		Eventually(func() error {
+			return webhookClient.Get(ctx, client.ObjectKeyFromObject(nhc), &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": remediationv1alpha1.GroupVersion.String(), "kind": "NodeHealthCheck"}})
+		}).WithContext(ctx).Should(Satisfy(apierrors.IsNotFound))
+	})
+})
 
 // admissionRequest returns a request of the operation for the NodeHealthCheck named "nhc" with the
 // given objects (nil: none), each a typed NodeHealthCheck or unstructured.
