@@ -10,4 +10,11 @@
 // (through the manager's cache: RESTMapper and a metadata-only informer), and whether the cluster's
 // control-plane topology is supported (OpenShift's Infrastructure/cluster, one uncached read per
 // create or update, so a topology change is never missed; admissions are rare).
+//
+// The validating webhook (ValidatingWebhook) is controller-runtime's typed validator behind a small
+// handler for one case the typed one cannot serve: a stored NodeHealthCheck that does not decode into
+// the Go type (written before the CRD bounded its values, or while the webhook was off). The typed
+// validator refuses every update and delete of it, as it cannot decode the old object; here an update
+// is validated on its own, without the rules that compare it with the stored version, and a delete is
+// allowed, each with a warning that names the object and what did not decode.
 package v1alpha1

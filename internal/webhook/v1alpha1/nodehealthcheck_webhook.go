@@ -4,21 +4,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
@@ -54,10 +59,13 @@ func SetupWithManager(mgr ctrl.Manager) error {
 			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
 		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
 	}
-	return ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
+	if err := ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
 		WithDefaulter(Defaulter{}).
-		WithValidator(v).
-		Complete()
+		Complete(); err != nil {
+		return err
+	}
+	mgr.GetWebhookServer().Register(ValidatePath, ValidatingWebhook(mgr.GetScheme(), v))
+	return nil
 }
 
 // Defaulter applies the API's defaults (remediationv1alpha1.SetDefaults) to every created or updated
@@ -117,14 +125,36 @@ func (v *Validator) ValidateCreate(ctx context.Context, nhc *remediationv1alpha1
 func (v *Validator) ValidateUpdate(ctx context.Context, oldNHC, newNHC *remediationv1alpha1.NodeHealthCheck) (admission.Warnings, error) {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
+	errs, warnings, err := v.validateUpdated(ctx, newNHC)
+	if err != nil {
+		return nil, err
+	}
+	errs = append(errs, ValidateUpdate(oldNHC, newNHC)...)
+	return warnings, toAPIError(newNHC, errs)
+}
+
+// validateUpdateAlone validates a changed NodeHealthCheck whose stored version is not known (it
+// could not be decoded): every rule of ValidateUpdate but those that compare it with the old one.
+func (v *Validator) validateUpdateAlone(ctx context.Context, newNHC *remediationv1alpha1.NodeHealthCheck) (admission.Warnings, error) {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	errs, warnings, err := v.validateUpdated(ctx, newNHC)
+	if err != nil {
+		return nil, err
+	}
+	return warnings, toAPIError(newNHC, errs)
+}
+
+// validateUpdated runs the rules a changed NodeHealthCheck must meet on its own: the topology rule
+// (err; not for an object being deleted) and the spec rules (errs).
+func (v *Validator) validateUpdated(ctx context.Context, newNHC *remediationv1alpha1.NodeHealthCheck) (field.ErrorList, admission.Warnings, error) {
 	if newNHC.DeletionTimestamp == nil {
 		if err := validateTopology(ctx, v.Topology, newNHC.Name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	errs, warnings := v.validate(ctx, newNHC)
-	errs = append(errs, ValidateUpdate(oldNHC, newNHC)...)
-	return warnings, toAPIError(newNHC, errs)
+	return errs, warnings, nil
 }
 
 // ValidateDelete refuses to delete a NodeHealthCheck that is remediating. The topology rule does not
@@ -134,6 +164,90 @@ func (v *Validator) ValidateDelete(_ context.Context, nhc *remediationv1alpha1.N
 		return nil, apierrors.NewForbidden(nhcResource, nhc.Name, err)
 	}
 	return nil, nil
+}
+
+// ValidatingWebhook returns the validating webhook served at ValidatePath. It is controller-runtime's
+// typed validator webhook (admission.WithValidator) for v, except for a stored object that does not
+// decode into the Go type: an integer or duration its field cannot hold, written before the CRD
+// bounded it or while the webhook was off. The typed webhook refuses every UPDATE and DELETE of such
+// an object, since it cannot decode the old object, so it could be neither fixed nor deleted. Here an
+// UPDATE is validated on its own (every rule but those that compare it with the stored version) and a
+// DELETE is allowed; both carry a warning that names the object and the decode error. A new object
+// that does not decode is refused, naming the offending fields.
+func ValidatingWebhook(scheme *runtime.Scheme, v *Validator) *admission.Webhook {
+	return &admission.Webhook{Handler: &validatingHandler{
+		validator: v,
+		typed:     admission.WithValidator[*remediationv1alpha1.NodeHealthCheck](scheme, v).Handler,
+		decoder:   admission.NewDecoder(scheme),
+	}}
+}
+
+// validatingHandler hands every request to controller-runtime's typed validator handler once both
+// objects are known to decode, and handles the stored object that does not itself.
+type validatingHandler struct {
+	validator *Validator
+	typed     admission.Handler
+	decoder   admission.Decoder
+}
+
+// maxDecodeErrorRunes bounds the decode error quoted in a warning or refusal: enough for the field
+// paths and values of a few broken fields, short enough that the API server, which truncates a
+// request's warnings beyond 4096 characters in all, passes it on whole.
+const maxDecodeErrorRunes = 512
+
+// Handle implements admission.Handler.
+func (h *validatingHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	newNHC := &remediationv1alpha1.NodeHealthCheck{}
+	if req.Operation == admissionv1.Create || req.Operation == admissionv1.Update {
+		if err := h.decoder.Decode(req, newNHC); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("NodeHealthCheck %s cannot be decoded: %s", req.Name, decodeError(req.Object, err)))
+		}
+	}
+	hasOld := (req.Operation == admissionv1.Update || req.Operation == admissionv1.Delete) && len(req.OldObject.Raw) > 0
+	if !hasOld {
+		return h.typed.Handle(ctx, req)
+	}
+	oldErr := h.decoder.DecodeRaw(req.OldObject, &remediationv1alpha1.NodeHealthCheck{})
+	if oldErr == nil {
+		return h.typed.Handle(ctx, req)
+	}
+
+	reason := decodeError(req.OldObject, oldErr)
+	ctrl.LoggerFrom(ctx).Info("Stored NodeHealthCheck cannot be decoded; validating the request without it", "operation", req.Operation, "error", reason)
+	if req.Operation == admissionv1.Delete {
+		return admission.Allowed("").WithWarnings(fmt.Sprintf("NodeHealthCheck %s: the stored version could not be decoded (%s); "+
+			"deletion allowed without checking for running remediations", req.Name, reason))
+	}
+	warnings, err := h.validator.validateUpdateAlone(admission.NewContextWithRequest(ctx, req), newNHC)
+	warnings = append(warnings, fmt.Sprintf("NodeHealthCheck %s: the stored version could not be decoded (%s); "+
+		"the update was validated on its own, without the rules that compare it with the stored version", req.Name, reason))
+	if err == nil {
+		return admission.Allowed("").WithWarnings(warnings...)
+	}
+	// As the typed handler answers an error.
+	var apiStatus apierrors.APIStatus
+	if errors.As(err, &apiStatus) {
+		status := apiStatus.Status()
+		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Result: &status}}.WithWarnings(warnings...)
+	}
+	return admission.Denied(err.Error()).WithWarnings(warnings...)
+}
+
+// decodeError says why raw did not decode, naming the offending fields as decodeguard does in the
+// operator's InvalidSpec event ("spec.healthyDelay: time: invalid duration ..."), cut to
+// maxDecodeErrorRunes. err is the decoder's error, used when the fields cannot be told.
+func decodeError(raw runtime.RawExtension, err error) string {
+	msg := err.Error()
+	u := &unstructured.Unstructured{}
+	if jsonErr := utiljson.Unmarshal(raw.Raw, &u.Object); jsonErr == nil {
+		if _, located := decodeguard.Decode(u); located != nil {
+			msg = located.Error()
+		}
+	}
+	if r := []rune(msg); len(r) > maxDecodeErrorRunes {
+		msg = string(r[:maxDecodeErrorRunes]) + "..."
+	}
+	return msg
 }
 
 // nhcResource names NodeHealthChecks in Forbidden refusals.
