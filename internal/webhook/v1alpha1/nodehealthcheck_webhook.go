@@ -172,7 +172,8 @@ func (v *Validator) ValidateDelete(_ context.Context, nhc *remediationv1alpha1.N
 // bounded it or while the webhook was off. The typed webhook refuses every UPDATE and DELETE of such
 // an object, since it cannot decode the old object, so it could be neither fixed nor deleted. Here an
 // UPDATE is validated on its own (every rule but those that compare it with the stored version) and a
-// DELETE is allowed; both carry a warning that names the object and the decode error. A new object
+// DELETE by the stored status alone (refused while it lists running remediations); both carry a
+// warning that names the object and the decode error. A new object
 // that does not decode is refused, naming the offending fields.
 func ValidatingWebhook(scheme *runtime.Scheme, v *Validator) *admission.Webhook {
 	return &admission.Webhook{Handler: &validatingHandler{
@@ -215,6 +216,16 @@ func (h *validatingHandler) Handle(ctx context.Context, req admission.Request) a
 	reason := decodeError(req.OldObject, oldErr)
 	ctrl.LoggerFrom(ctx).Info("Stored NodeHealthCheck cannot be decoded; validating the request without it", "operation", req.Operation, "error", reason)
 	if req.Operation == admissionv1.Delete {
+		// The spec is what does not decode; the status, written by the operator, usually does, and
+		// says whether remediations run.
+		if stored, ok := storedStatus(req.OldObject); ok {
+			if err := ValidateDelete(&remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: req.Name}, Status: stored}); err != nil {
+				return admission.Errored(http.StatusForbidden, apierrors.NewForbidden(nhcResource, req.Name, err)).WithWarnings(
+					fmt.Sprintf("NodeHealthCheck %s: the stored version could not be decoded (%s); its status still tells running remediations", req.Name, reason))
+			}
+			return admission.Allowed("").WithWarnings(fmt.Sprintf("NodeHealthCheck %s: the stored version could not be decoded (%s); "+
+				"deletion allowed: its status lists no running remediation", req.Name, reason))
+		}
 		return admission.Allowed("").WithWarnings(fmt.Sprintf("NodeHealthCheck %s: the stored version could not be decoded (%s); "+
 			"deletion allowed without checking for running remediations", req.Name, reason))
 	}
@@ -231,6 +242,17 @@ func (h *validatingHandler) Handle(ctx context.Context, req admission.Request) a
 		return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Result: &status}}.WithWarnings(warnings...)
 	}
 	return admission.Denied(err.Error()).WithWarnings(warnings...)
+}
+
+// storedStatus decodes the status of a stored object alone; false when it does not decode either.
+func storedStatus(raw runtime.RawExtension) (remediationv1alpha1.NodeHealthCheckStatus, bool) {
+	var obj struct {
+		Status *remediationv1alpha1.NodeHealthCheckStatus `json:"status"`
+	}
+	if err := utiljson.Unmarshal(raw.Raw, &obj); err != nil || obj.Status == nil {
+		return remediationv1alpha1.NodeHealthCheckStatus{}, err == nil
+	}
+	return *obj.Status, true
 }
 
 // decodeError says why raw did not decode, naming the offending fields as decodeguard does in the

@@ -239,6 +239,10 @@ func TestUndecodableStoredObject(t *testing.T) {
 	// A stored object with a duration Go cannot hold, and one that is also remediating.
 	brokenDuration := undecodableIn(t, valid, "99999999999h", "spec", "healthyDelay")
 	brokenRemediating := undecodableIn(t, remediating, int64(99999999999), "spec", "minHealthy")
+	brokenStatus := brokenRemediating.DeepCopy()
+	if err := unstructured.SetNestedField(brokenStatus.Object, "many", "status", "observedNodes"); err != nil {
+		t.Fatal(err)
+	}
 	storedWarning := []string{"NodeHealthCheck nhc: the stored version could not be decoded (spec.healthyDelay: time: invalid duration",
 		"the update was validated on its own"}
 
@@ -265,8 +269,14 @@ func TestUndecodableStoredObject(t *testing.T) {
 		{name: "update to an object that does not decode either: refused, naming the field", op: admissionv1.Update,
 			newObj: undecodableIn(t, valid, "forever", "spec", "stormCooldownDuration"), oldObj: brokenDuration,
 			code: http.StatusBadRequest, messageContains: []string{"NodeHealthCheck nhc cannot be decoded: spec.stormCooldownDuration: ", `"forever"`}},
-		{name: "delete: allowed with a warning", op: admissionv1.Delete, oldObj: brokenRemediating,
-			allowed: true, warning: []string{"NodeHealthCheck nhc: the stored version could not be decoded (spec.minHealthy: ", "deletion allowed"}},
+		{name: "delete: allowed with a warning", op: admissionv1.Delete, oldObj: brokenDuration,
+			allowed: true, warning: []string{"NodeHealthCheck nhc: the stored version could not be decoded (spec.healthyDelay: ", "deletion allowed: its status lists no running remediation"}},
+		{name: "delete while the status lists running remediations: refused, as for a decodable object", op: admissionv1.Delete, oldObj: brokenRemediating,
+			code: http.StatusForbidden, messageContains: []string{"remediation is running for node(s) worker-1"},
+			warning: []string{"NodeHealthCheck nhc: the stored version could not be decoded (spec.minHealthy: "}},
+		{name: "delete when the status does not decode either: allowed with a warning", op: admissionv1.Delete,
+			oldObj:  brokenStatus,
+			allowed: true, warning: []string{"the stored version could not be decoded", "deletion allowed without checking for running remediations"}},
 		{name: "create of an object that does not decode: refused, naming the field", op: admissionv1.Create,
 			newObj: undecodableIn(t, valid, int64(2147483648), "spec", "maxUnhealthy"),
 			code:   http.StatusBadRequest, messageContains: []string{"NodeHealthCheck nhc cannot be decoded: spec.maxUnhealthy: ", "2147483648"}},
