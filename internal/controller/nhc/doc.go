@@ -1,9 +1,10 @@
-// Package nhc owns health evaluation: the NodeHealthCheck controller gathers the selected nodes, the
-// referenced templates and the NodeHealthCheck's remediation CRs from the shared cache, asks
-// internal/health for a decision, and writes NodeHealthCheck.status (it is its only writer): counts,
-// unhealthyNodes (the decisions the remediation controller acts on, see docs/architecture.md), phase,
-// reason, the Disabled condition and lastUpdateTime. It requeues at the next deadline the decision
-// reports and never polls.
+// Package nhc owns the report: the NodeHealthCheck controller gathers a snapshot (internal/targets:
+// the selected nodes, the referenced templates, every remediation CR of the NodeHealthCheck, the
+// upgrade gate), which decides with internal/health, and writes NodeHealthCheck.status from it (it is
+// its only writer): counts, unhealthyNodes, phase, reason, the Disabled condition and lastUpdateTime.
+// The status is a report for people and tools; the remediation controller gathers and decides for
+// itself and never takes it as an order (docs/architecture.md). It requeues at the next deadline
+// the decision reports and never polls.
 //
 // Events (reasons kept from the public operator so existing alerts keep working): Disabled, Enabled,
 // DetectedUnhealthy, RemediationSkipped; each on a transition, not on every reconcile.
