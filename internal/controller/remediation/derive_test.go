@@ -253,3 +253,24 @@ func snrTemplate(ctx context.Context) *corev1.ObjectReference {
 	e.Create(ctx, t)
 	return &corev1.ObjectReference{APIVersion: t.GetAPIVersion(), Kind: t.GetKind(), Namespace: t.GetNamespace(), Name: t.GetName()}
 }
+
+var _ = Describe("A CR name that is taken", func() {
+	It("4. is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
+		// (left by hand, or by another tool), built as the remediation controller would build its CR.
+		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick.Name, nil)
+		Expect(err).NotTo(HaveOccurred())
+		foreign.SetOwnerReferences(nil)
+		e.Create(ctx, foreign)
+
+		n := e.NewNHC(ctx, group)
+		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+			ContainSubstring("Node " + sick.Name + ": cannot create TestRemediation " + testutil.TemplateNamespace + "/" + sick.Name + ": an object of that name that no NodeHealthCheck controls exists")))
+		Consistently(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).WithTimeout(time.Second).Should(HaveLen(1), "once")
+		got := testCRs(ctx, sick.Name)()
+		Expect(got).To(HaveLen(1))
+		Expect(got[0].GetUID()).To(Equal(foreign.GetUID()))
+		Expect(got[0].GetOwnerReferences()).To(BeEmpty())
+	})
+})
