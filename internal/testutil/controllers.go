@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // ControllerEnv is a real control plane with a manager running controllers on a fake clock, and
@@ -205,17 +206,16 @@ func (e *ControllerEnv) NewNHC(ctx context.Context, group string, mutate ...func
 	return n
 }
 
-// NewCR creates a TestRemediation for the node controlled by the NodeHealthCheck, as the remediation
-// controller would.
+// NewCR creates the remediation CR for the node from the template the NodeHealthCheck references,
+// with the remediation controller's builder (remediationcr.Build), as that controller would.
 func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.NodeHealthCheck, node string) *unstructured.Unstructured {
-	cr := &unstructured.Unstructured{}
-	cr.SetAPIVersion("test.medik8s.io/v1alpha1")
-	cr.SetKind("TestRemediation")
-	cr.SetNamespace(TemplateNamespace)
-	cr.SetName(node)
-	cr.SetAnnotations(map[string]string{remediationv1alpha1.NodeNameAnnotation: node, remediationv1alpha1.TemplateNameAnnotation: owner.Spec.RemediationTemplate.Name})
-	isController := true
-	cr.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck", Name: owner.Name, UID: owner.UID, Controller: &isController}})
+	ref := owner.Spec.RemediationTemplate
+	Expect(ref).NotTo(BeNil(), "NewCR builds from spec.remediationTemplate")
+	template := &unstructured.Unstructured{}
+	template.SetGroupVersionKind(ref.GroupVersionKind())
+	Expect(e.K8s.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template)).To(Succeed())
+	cr, err := remediationcr.Build(template, owner, node, nil)
+	Expect(err).NotTo(HaveOccurred())
 	e.Create(ctx, cr)
 	return cr
 }
