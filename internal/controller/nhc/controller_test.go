@@ -218,7 +218,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(status(ctx, n)).Should(counts(2, 1))
 		st := status(ctx, n)()
 		Expect(st.LastUpdateTime).NotTo(BeNil())
-		Expect(st.InFlightRemediations).To(BeEmpty())
+		Expect(listed(st)).To(BeEmpty(), "the node is due in 3 minutes, not yet")
 
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
