@@ -262,6 +262,22 @@ func (e *ControllerEnv) Events(ctx context.Context, regarding string) func() []s
 	}
 }
 
+// EventNotes returns a function listing the notes of the events with the reason regarding the named
+// object.
+func (e *ControllerEnv) EventNotes(ctx context.Context, regarding, reason string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(e.K8s.List(ctx, list)).To(Succeed())
+		var notes []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == regarding && ev.Reason == reason {
+				notes = append(notes, ev.Note)
+			}
+		}
+		return notes
+	}
+}
+
 // CRsOf returns a function listing the remediation CRs of the kind (apiVersion, kind) in
 // TemplateNamespace for the node, for Eventually.
 func (e *ControllerEnv) CRsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
