@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // ControllerEnv is a real control plane with a manager running controllers on a fake clock, and
@@ -205,17 +206,16 @@ func (e *ControllerEnv) NewNHC(ctx context.Context, group string, mutate ...func
 	return n
 }
 
-// NewCR creates a TestRemediation for the node controlled by the NodeHealthCheck, as the remediation
-// controller would.
+// NewCR creates the remediation CR for the node from the template the NodeHealthCheck references,
+// with the remediation controller's builder (remediationcr.Build), as that controller would.
 func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.NodeHealthCheck, node string) *unstructured.Unstructured {
-	cr := &unstructured.Unstructured{}
-	cr.SetAPIVersion("test.medik8s.io/v1alpha1")
-	cr.SetKind("TestRemediation")
-	cr.SetNamespace(TemplateNamespace)
-	cr.SetName(node)
-	cr.SetAnnotations(map[string]string{remediationv1alpha1.NodeNameAnnotation: node, remediationv1alpha1.TemplateNameAnnotation: owner.Spec.RemediationTemplate.Name})
-	isController := true
-	cr.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck", Name: owner.Name, UID: owner.UID, Controller: &isController}})
+	ref := owner.Spec.RemediationTemplate
+	Expect(ref).NotTo(BeNil(), "NewCR builds from spec.remediationTemplate")
+	template := &unstructured.Unstructured{}
+	template.SetGroupVersionKind(ref.GroupVersionKind())
+	Expect(e.K8s.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template)).To(Succeed())
+	cr, err := remediationcr.Build(template, owner, node, nil)
+	Expect(err).NotTo(HaveOccurred())
 	e.Create(ctx, cr)
 	return cr
 }
@@ -227,6 +227,15 @@ func (e *ControllerEnv) Status(ctx context.Context, n *remediationv1alpha1.NodeH
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 		return got.Status
 	}
+}
+
+// SeenHealthy waits until the NodeHealthCheck's status counts that many healthy nodes. The status is
+// written from the cache all controllers share, after the node changes made so far, so a
+// Consistently that a node made unhealthy gets nothing follows it: then it cannot pass only because
+// no controller has looked at the node yet.
+func (e *ControllerEnv) SeenHealthy(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, healthy int) {
+	GinkgoHelper()
+	Eventually(e.Status(ctx, n)).Should(HaveField("HealthyNodes", HaveValue(Equal(healthy))), "the controllers saw the node changes")
 }
 
 // Listed returns the names in status.unhealthyNodes.
@@ -250,6 +259,22 @@ func (e *ControllerEnv) Events(ctx context.Context, regarding string) func() []s
 			}
 		}
 		return reasons
+	}
+}
+
+// EventNotes returns a function listing the notes of the events with the reason regarding the named
+// object.
+func (e *ControllerEnv) EventNotes(ctx context.Context, regarding, reason string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(e.K8s.List(ctx, list)).To(Succeed())
+		var notes []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == regarding && ev.Reason == reason {
+				notes = append(notes, ev.Note)
+			}
+		}
+		return notes
 	}
 }
 

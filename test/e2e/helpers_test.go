@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,5 +20,17 @@ func leaseHolder(ctx context.Context, id string) func() string {
 			return ""
 		}
 		return *lease.Spec.HolderIdentity
+	}
+}
+
+// leaseRenewed returns a function reading when the leader-election Lease id was last renewed (zero
+// when never).
+func leaseRenewed(ctx context.Context, id string) func() time.Time {
+	return func() time.Time {
+		lease := &coordinationv1.Lease{}
+		if err := k8s.Get(ctx, clientKey(leaseNamespace, id), lease); err != nil || lease.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return lease.Spec.RenewTime.Time
 	}
 }

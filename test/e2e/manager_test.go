@@ -5,10 +5,12 @@ import (
 	"crypto/tls"
 	"io"
 	"net/http"
+	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -23,9 +25,14 @@ const leaseNamespace = localcluster.ChartNamespace
 
 // startManager runs the manager binary with the chart's arguments, as the chart's ServiceAccount,
 // with its leader Lease in the chart's namespace, and waits until it is ready and serves admission
-// through the webhook Service.
+// through the webhook Service. Its output goes to the GinkgoWriter, and to o.Output when set.
 func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
-	o.Binary, o.Output = managerBinary, GinkgoWriter
+	o.Binary = managerBinary
+	if o.Output == nil {
+		o.Output = GinkgoWriter
+	} else {
+		o.Output = io.MultiWriter(GinkgoWriter, o.Output)
+	}
 	m, err := cluster.StartManager(o)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
@@ -158,7 +165,13 @@ var _ = Describe("The manager binary", func() {
 		Eventually(holder).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
 		leader := holder()
 
-		second := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=" + id}})
+		standbyLog := gbytes.NewBuffer()
+		second := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=" + id}, Output: standbyLog})
+		// The standby contends for the same Lease, and the leader renews it after that.
+		Eventually(standbyLog).WithTimeout(30*time.Second).Should(gbytes.Say(`Attempting to acquire leader lease.*`+regexp.QuoteMeta(leaseNamespace+"/"+id)),
+			"the standby tries to take the lease")
+		contending := time.Now()
+		Eventually(leaseRenewed(ctx, id)).WithTimeout(10*time.Second).Should(BeTemporally(">", contending), "the leader renews the lease")
 		Consistently(holder).WithTimeout(3*time.Second).Should(Equal(leader), "the standby must not take the lease while the leader renews it")
 
 		start := time.Now()

@@ -351,6 +351,10 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 			Should(ContainSubstring("Working towards 4.20.1"))
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[2], false)).To(Succeed())
 		Eventually(ready(ctx, nodes[2])).WithTimeout(unknownTimeout).Should(Equal(corev1.ConditionUnknown))
+		Eventually(func() *int {
+			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
+			return nhc.Status.HealthyNodes
+		}).WithTimeout(10*time.Second).Should(HaveValue(Equal(2)), "the operator saw the node fail")
 		Consistently(crExists(ctx, nodes[2])).WithTimeout(10*time.Second).Should(BeFalse(), "no remediation during the upgrade")
 		Expect(phase(ctx, nhc)()).To(Equal(remediationv1alpha1.PhasePaused))
 

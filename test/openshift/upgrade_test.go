@@ -110,6 +110,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		sicken(ctx, waiting)
+		e.SeenHealthy(ctx, n, 3)
 		Consistently(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(crsOf(ctx, running.Name)()).To(HaveLen(1), "the running remediation continues")
 		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
@@ -166,6 +167,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeDisabled})).
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, nodes[2])
+		e.SeenHealthy(ctx, n, 2)
 		Consistently(crsOf(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 

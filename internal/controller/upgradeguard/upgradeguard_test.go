@@ -94,6 +94,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
 			HaveField("Message", ContainSubstring("test-detector: not evaluated yet"))))
+		e.SeenHealthy(ctx, n, 2)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("not known yet"))))
 		Expect(gateMetric("test-detector", "unknown")()).To(Equal(1.0))
@@ -122,6 +123,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeUpgradeInProgress})).
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, waiting)
+		e.SeenHealthy(ctx, n, 3)
 		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhasePaused))
@@ -159,6 +161,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", ContainSubstring("held by upgrade-tool until"))))
+		e.SeenHealthy(ctx, n, 2)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Clock.Step(10 * time.Minute) // the tool stopped renewing
@@ -171,9 +174,10 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name}}
 		e.Create(ctx, lease)
 		n, nodes := workers(ctx, 3)
-		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		e.Step(ctx, maxPause+time.Hour)
+		sicken(ctx, nodes[2]) // after the step: the controllers look at it with the stepped clock
+		e.SeenHealthy(ctx, n, 2)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.K8s.Delete(ctx, lease)).To(Succeed())
@@ -187,6 +191,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			sicken(ctx, nodes[2])
 			Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 				HaveField("Message", ContainSubstring(kind+" default/"+obj.GetName()))))
+			e.SeenHealthy(ctx, n, 2)
 			Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 			Expect(gateMetric(upgrade.DetectorClusterAPI, "closed")()).To(Equal(1.0))
 
@@ -224,6 +229,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			HaveField("Message", And(ContainSubstring("1.37 (5), 1.38 (1)"), ContainSubstring(nodes[1].Name+" is cordoned")))))
 		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(1.0))
 		sicken(ctx, nodes[4])
+		e.SeenHealthy(ctx, n, 4)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(e.TestCRs(ctx, nodes[5].Name)()).To(HaveLen(1), "the running remediation continues")
 
@@ -234,11 +240,12 @@ var _ = Describe("Upgrade-aware pausing", func() {
 
 	It("resumes with a warning after a signal's maximum pause, keeps resuming while it is stuck, and pauses again for a new signal", func(ctx SpecContext) {
 		stuck := clusterAPI(ctx, "MachineDeployment", rollingOut())
-		n, nodes := workers(ctx, 5)
-		sicken(ctx, nodes[3])
+		n, nodes := workers(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 			HaveField("Message", ContainSubstring(stuck.GetName()))))
 		e.Step(ctx, maxPause-time.Minute)
+		sicken(ctx, nodes[3]) // after the step: the controllers look at it with the stepped clock
+		e.SeenHealthy(ctx, n, 6)
 		Consistently(e.TestCRs(ctx, nodes[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Step(ctx, time.Minute)
@@ -248,14 +255,18 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonUpgradePauseExpired))
 
 		e.Step(ctx, time.Hour)
+		sicken(ctx, nodes[5]) // a node falling sick now is remediated at once: the controllers looked after the step
+		Eventually(e.TestCRs(ctx, nodes[5].Name)).Should(HaveLen(1))
+		e.SeenHealthy(ctx, n, 5)
 		Consistently(upgradeCondition(ctx, n)).WithTimeout(500 * time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 
 		By("a rollout that starts while the stuck one is still seen pauses for its own maximum pause")
 		fresh := clusterAPI(ctx, "KubeadmControlPlane", rollingOut())
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 			HaveField("Message", And(ContainSubstring(fresh.GetName()), ContainSubstring("has passed for: Cluster API rolls out MachineDeployment default/"+stuck.GetName())))))
-		sicken(ctx, nodes[4])
 		e.Step(ctx, maxPause-time.Minute)
+		sicken(ctx, nodes[4])
+		e.SeenHealthy(ctx, n, 4)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Minute)
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
@@ -279,8 +290,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		cm := pauseConfigMap(ctx, "upgrading the workers, by @admin")
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", And(ContainSubstring("upgrading the workers, by @admin"), ContainSubstring("has passed for: Cluster API rolls out")))))
-		sicken(ctx, nodes[4])
 		e.Step(ctx, maxPause+time.Hour)
+		sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
+		e.SeenHealthy(ctx, n, 3)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("pause ConfigMap default/pause-remediation exists"))))
@@ -321,6 +333,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		sicken(ctx, nodes[2])
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
+		e.SeenHealthy(ctx, n, 6)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		progressing("False", time.Now())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
@@ -338,6 +351,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			map[string]any{"state": "Partial", "startedTime": began.UTC().Format(time.RFC3339), "version": "4.20.1"})
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing))
 		sicken(ctx, nodes[4])
+		e.SeenHealthy(ctx, n, 4)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		progressing("False", e.Clock.Now())
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
