@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,20 +34,8 @@ func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nodes ..
 	}).Should(Succeed())
 }
 
-// eventNotes returns a function listing the notes of the events regarding the named object with the
-// reason.
 func eventNotes(ctx context.Context, regarding, reason string) func() []string {
-	return func() []string {
-		list := &eventsv1.EventList{}
-		Expect(e.K8s.List(ctx, list)).To(Succeed())
-		var notes []string
-		for _, ev := range list.Items {
-			if ev.Regarding.Name == regarding && ev.Reason == reason {
-				notes = append(notes, ev.Note)
-			}
-		}
-		return notes
-	}
+	return e.EventNotes(ctx, regarding, reason)
 }
 
 var _ = Describe("Status is a report, not a command", func() {
