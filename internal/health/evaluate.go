@@ -77,9 +77,7 @@ func EvaluateNode(rules []remediationv1alpha1.UnhealthyCondition, conditions []c
 				h.State = SoonUnhealthy
 				h.Reason = fmt.Sprintf("%s=%s, unhealthy after %s", c.Type, c.Status, rule.Duration.Duration)
 			}
-			if h.Next.IsZero() || due.Before(h.Next) {
-				h.Next = due
-			}
+			h.Next = Earliest(h.Next, due)
 		}
 	}
 	if h.State == Unhealthy {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 )
 
 // ConditionInput is what one NodeHealthCheck's UpgradeInProgress condition depends on.
@@ -93,9 +94,7 @@ func Condition(in ConditionInput) Outcome {
 			continue
 		}
 		withEnd = append(withEnd, fmt.Sprintf("%s (until %s at the latest)", s.Message, at.UTC().Format(time.RFC3339)))
-		if out.Expires.IsZero() || at.Before(out.Expires) {
-			out.Expires = at
-		}
+		out.Expires = health.Earliest(out.Expires, at)
 	}
 	if len(blocking) == 0 {
 		c.Status, c.Reason = metav1.ConditionFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired

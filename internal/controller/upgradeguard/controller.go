@@ -37,6 +37,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -186,8 +187,8 @@ func (g *Guard) discover(ctx context.Context) (ctrl.Result, error) {
 		g.Gate.Expect(d.name)
 		res, err := g.evaluate(ctx, d, served)
 		errs = append(errs, err)
-		if res.RequeueAfter > 0 && (next.IsZero() || g.Clock.Now().Add(res.RequeueAfter).Before(next)) {
-			next = g.Clock.Now().Add(res.RequeueAfter)
+		if res.RequeueAfter > 0 {
+			next = health.Earliest(next, g.Clock.Now().Add(res.RequeueAfter))
 		}
 	}
 	g.Gate.Discovered()
