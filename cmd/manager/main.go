@@ -59,6 +59,9 @@ type options struct {
 	zap              zap.Options
 }
 
+// leaseNamespaceEnv is how the public operator is told the lease namespace; the flag overrides it.
+const leaseNamespaceEnv = "LEASE_NAMESPACE"
+
 func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	o := &options{zap: zap.Options{Development: false}}
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443",
@@ -87,8 +90,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Serve the defaulting and validating admission webhooks. Without them the CRD's CEL rules still refuse most invalid specs.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 on the metrics and webhook servers. Off by default to avoid the HTTP/2 stream-reset and rapid-reset vulnerabilities.")
-	fs.StringVar(&o.leaseNamespace, "lease-namespace", remediation.DefaultLeaseNamespace,
-		"Namespace of the node leases taken before remediating a node (created if missing); other operators that touch nodes coordinate through them.")
+	leaseNamespace := remediation.DefaultLeaseNamespace
+	if env := os.Getenv(leaseNamespaceEnv); env != "" {
+		leaseNamespace = env // the public operator's setting, so its deployments keep working
+	}
+	fs.StringVar(&o.leaseNamespace, "lease-namespace", leaseNamespace,
+		"Namespace of the node leases taken before remediating a node (created if missing); other operators that touch nodes coordinate through them. Defaults to $"+leaseNamespaceEnv+" when set.")
 	fs.BoolVar(&o.upgrade.ClusterAPI, "upgrade-detect-cluster-api", false,
 		"Start no new remediation while a Cluster API KubeadmControlPlane or MachineDeployment rolls out.")
 	fs.BoolVar(&o.upgrade.NodeRollout, "upgrade-detect-node-rollout", false,

@@ -54,6 +54,26 @@ func TestFlagDefaults(t *testing.T) {
 	}
 }
 
+// The public operator reads the lease namespace from LEASE_NAMESPACE; it still works, and the flag
+// wins over it.
+func TestLeaseNamespaceFromTheEnvironment(t *testing.T) {
+	t.Setenv("LEASE_NAMESPACE", "from-env")
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaseNamespace != "from-env" {
+		t.Errorf("lease namespace %q, want from-env", o.leaseNamespace)
+	}
+	o, err = parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--lease-namespace=from-flag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.leaseNamespace != "from-flag" {
+		t.Errorf("lease namespace %q, want from-flag", o.leaseNamespace)
+	}
+}
+
 func TestUpgradeFlags(t *testing.T) {
 	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--upgrade-detect-cluster-api", "--upgrade-detect-node-rollout",
 		"--upgrade-pause-object=upgrades/pause-remediation", "--upgrade-max-pause=6h"})
