@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
+	gomegatypes "github.com/onsi/gomega/types"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -31,6 +32,17 @@ func crsOf(ctx context.Context, apiVersion, kind, node string) func() []unstruct
 
 func testCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
 	return e.TestCRs(ctx, node)
+}
+
+// groups selects the nodes of these groups.
+func groups(names ...string) metav1.LabelSelector {
+	return metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: testutil.GroupLabel, Operator: metav1.LabelSelectorOpIn, Values: names}}}
+}
+
+// ownedBy matches a CR the NodeHealthCheck controls.
+func ownedBy(n *remediationv1alpha1.NodeHealthCheck) gomegatypes.GomegaMatcher {
+	return WithTransform(func(cr unstructured.Unstructured) types.UID { return cr.GetOwnerReferences()[0].UID }, Equal(n.UID))
 }
 
 // workers creates three nodes of a new group, the last one unhealthy for an hour.
@@ -91,9 +103,11 @@ var _ = Describe("The remediation lifecycle", func() {
 		}).Should(BeNumerically("==", 1))
 		Expect(histogramCount(nhc.MetricTimeToRemediation, map[string]string{"nhc": n.Name, "remediation": "TestRemediation"})).To(BeEquivalentTo(1))
 
-		// Exactly once, however often the controllers look.
+		// Exactly once, however often the controllers look: the lease renewed past a third of its 11
+		// minutes shows the remediation controller looked again with the CR in view.
 		e.Poke(ctx)
-		e.Poke(ctx)
+		e.Step(ctx, 4*time.Minute)
+		renewedNow(ctx, sick.Name)
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
@@ -115,12 +129,18 @@ var _ = Describe("The remediation lifecycle", func() {
 
 	It("4. creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
 		group := e.Unique("g")
-		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		for range 4 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
 		sick := e.NewNode(ctx, group, corev1.ConditionFalse, 0)
+		// Due at once, and 299s later: their CRs show the remediation controller looked at sick then.
+		due := e.NewNode(ctx, group, corev1.ConditionFalse, 300*time.Second)
+		later := e.NewNode(ctx, group, corev1.ConditionFalse, time.Second)
 		e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, 299*time.Second)
+		Eventually(testCRs(ctx, later.Name)).Should(HaveLen(1))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Second)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -180,13 +200,23 @@ var _ = Describe("The remediation lifecycle", func() {
 
 	It("4. leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
 		group, sick := workers(ctx)
+		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
+		// remediation controller reconciled the second one.
+		other := e.Unique("g")
+		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
+		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
 		first := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
+			n.Spec.Selector = groups(group, other)
 		})
 		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
-		e.Poke(ctx)
+		Eventually(testCRs(ctx, own.Name)).Should(ConsistOf(ownedBy(second)), "the remediation controller reconciled the second NodeHealthCheck")
+		// A new healthy node makes both controllers look again; the status counting it shows the nhc
+		// controller did.
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.SeenHealthy(ctx, second, 4)
 		Consistently(func() int {
 			n := 0
 			for _, r := range e.Events(ctx, second.Name)() {
@@ -196,8 +226,7 @@ var _ = Describe("The remediation lifecycle", func() {
 			}
 			return n
 		}).WithTimeout(time.Second).Should(Equal(1), "reported once, not on every reconcile")
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(
-			WithTransform(func(cr unstructured.Unstructured) types.UID { return cr.GetOwnerReferences()[0].UID }, Equal(first.UID))))
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(ownedBy(first)))
 	})
 
 	It("6. deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
@@ -218,8 +247,10 @@ var _ = Describe("The remediation lifecycle", func() {
 		setCondition(ctx, &kept, map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True",
 			"reason": "Deleting", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
 
-		Expect(e.K8s.Delete(ctx, gone)).To(Succeed())
+		// In this order, whoever sees gone deleted sees deleted deleted too: the removal of gone's CR
+		// shows the remediation controller looked at both.
 		Expect(e.K8s.Delete(ctx, deleted)).To(Succeed())
+		Expect(e.K8s.Delete(ctx, gone)).To(Succeed())
 		Eventually(testCRs(ctx, gone.Name)).Should(BeEmpty())
 		Consistently(testCRs(ctx, deleted.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
@@ -251,6 +282,10 @@ var _ = Describe("The remediation lifecycle", func() {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(&cr), &cr)).To(Succeed())
 			return cr.GetDeletionTimestamp() != nil
 		}).Should(BeTrue())
+		// A new healthy node makes the nhc controller look again; the status counting it (and not sick,
+		// whose CR it still sees) shows it did.
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.SeenHealthy(ctx, n, 3)
 		Consistently(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).WithTimeout(time.Second).Should(ConsistOf(sick.Name))
 
 		setFinalizers()
@@ -294,8 +329,14 @@ var _ = Describe("The remediation lifecycle", func() {
 
 	It("8. creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
 		group, sick := workers(ctx)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with running below
+		running := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.PauseRequests = []string{"maintenance"} })
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
+		// A running remediation continues during a pause: the lease the remediation controller takes
+		// for it shows that controller looked while paused.
+		e.NewCR(ctx, n, running.Name)
+		Eventually(nodeLease(ctx, running.Name)).Should(HaveField("Spec.HolderIdentity", PointTo(Equal("NodeHealthCheck-"+n.Name))))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = nil
@@ -357,6 +398,7 @@ var _ = Describe("Long-running remediations", func() {
 		e.Clock.SetTime(created.Add(48*time.Hour - time.Second))
 		e.Poke(ctx)
 		e.Touch(ctx, n)
+		renewedNow(ctx, sick.Name)
 		Consistently(flagged).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
 
 		e.Clock.SetTime(created.Add(48 * time.Hour))
@@ -376,6 +418,7 @@ var _ = Describe("Long-running remediations", func() {
 
 		e.Step(ctx, time.Hour)
 		e.Touch(ctx, n)
+		renewedNow(ctx, sick.Name)
 		Consistently(counter).WithTimeout(time.Second).Should(BeEquivalentTo(1), "flagged once")
 	})
 })

@@ -3,6 +3,7 @@ package remediation_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,14 +22,17 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
-// forge writes status entries for the nodes as a stray status writer would: listed as due for a
-// remediation (no remediations), which the remediation controller must not take as an order.
+// forge writes status entries for the nodes not listed yet as a stray status writer would: listed
+// as due for a remediation (no remediations), which the remediation controller must not take as an
+// order.
 func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nodes ...string) {
 	Eventually(func() error {
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 		for _, node := range nodes {
-			got.Status.UnhealthyNodes = append(got.Status.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node})
+			if !slices.Contains(testutil.Listed(got.Status), node) {
+				got.Status.UnhealthyNodes = append(got.Status.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node})
+			}
 		}
 		return e.K8s.Status().Update(ctx, got)
 	}).Should(Succeed())
@@ -44,6 +48,7 @@ var _ = Describe("Status is a report, not a command", func() {
 	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node, and says why once", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		healthy2 := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		excluded := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		label(ctx, excluded, remediationv1alpha1.ExcludeFromRemediationLabel, "true")
 		elsewhere := e.NewNode(ctx, e.Unique("other"), corev1.ConditionUnknown, time.Hour)
@@ -57,9 +62,13 @@ var _ = Describe("Status is a report, not a command", func() {
 			And(ContainSubstring("Not remediating node "+excluded.Name), ContainSubstring("excluded by label")),
 			And(ContainSubstring("Not remediating node "+elsewhere.Name), ContainSubstring("does not select it")),
 		), "the remediation controller looked at the forged entries and refused each")
-		e.Touch(ctx, n)
+		// The entries forged again, with one more: its refusal shows the remediation controller
+		// looked at all four (only that status version lists the fourth).
+		forge(ctx, n, healthy.Name, excluded.Name, elsewhere.Name, healthy2.Name)
+		Eventually(notes).Should(ContainElement(And(ContainSubstring("Not remediating node "+healthy2.Name), ContainSubstring("it is healthy"))))
 		Consistently(func() int {
-			return len(testCRs(ctx, healthy.Name)()) + len(testCRs(ctx, excluded.Name)()) + len(testCRs(ctx, elsewhere.Name)())
+			return len(testCRs(ctx, healthy.Name)()) + len(testCRs(ctx, excluded.Name)()) + len(testCRs(ctx, elsewhere.Name)()) +
+				len(testCRs(ctx, healthy2.Name)())
 		}).WithTimeout(time.Second).Should(BeZero())
 		var refusals []string
 		for _, note := range notes() {
@@ -67,7 +76,7 @@ var _ = Describe("Status is a report, not a command", func() {
 				refusals = append(refusals, note)
 			}
 		}
-		Expect(refusals).To(HaveLen(3), "each said once")
+		Expect(refusals).To(HaveLen(4), "each said once")
 	})
 
 	It("1. starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
@@ -95,14 +104,20 @@ var _ = Describe("Status is a report, not a command", func() {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		}
 		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		// Unhealthy and held back by the pause too: its CR shows the remediation controller looked
+		// once the pause ended.
+		held := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.PauseRequests = []string{"hold"} })
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
 		// An approval written while the node was unhealthy, then the node recovered and the pause ended.
 		forge(ctx, n, node.Name)
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			And(ContainSubstring("Not remediating node "+node.Name), ContainSubstring("it is healthy"))), "the remediation controller saw the approval")
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = nil
 		Expect(e.K8s.Update(ctx, n)).To(Succeed())
-		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(testCRs(ctx, held.Name)).Should(HaveLen(1), "the remediation controller looked once the pause ended")
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(held.Name))
 		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 })
@@ -110,16 +125,25 @@ var _ = Describe("Status is a report, not a command", func() {
 var _ = Describe("Across NodeHealthChecks", func() {
 	It("4. never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
 		group, sick := workers(ctx)
+		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
+		// remediation controller reconciled the second one.
+		other := e.Unique("g")
+		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
+		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
 		first := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 		snr := snrTemplate(ctx)
-		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate = snr })
+		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = snr
+			n.Spec.Selector = groups(group, other)
+		})
 		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
+		Eventually(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", own.Name)).Should(HaveLen(1), "the remediation controller reconciled the second NodeHealthCheck")
 		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
 	It("4. remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
-		var cps []*corev1.Node
+		var cps, spares []*corev1.Node
 		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for range 2 {
 			group := e.Unique("g")
@@ -127,6 +151,7 @@ var _ = Describe("Across NodeHealthChecks", func() {
 			cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 			label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
 			cps = append(cps, cp)
+			spares = append(spares, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
 			nhcs = append(nhcs, e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v }))
 		}
 		for _, cp := range cps {
@@ -139,6 +164,10 @@ var _ = Describe("Across NodeHealthChecks", func() {
 			waiting = 0
 		}
 		Eventually(func() string { return e.Status(ctx, nhcs[waiting])().Reason }).Should(ContainSubstring("waits until the remediation of control-plane node " + cps[1-waiting].Name))
+		// A worker of the waiting NodeHealthCheck fails: its CR shows the remediation controller
+		// reconciled that NodeHealthCheck after the other's control-plane CR was created.
+		e.SetReady(ctx, spares[waiting], corev1.ConditionUnknown, time.Hour)
+		Eventually(testCRs(ctx, spares[waiting].Name)).Should(HaveLen(1))
 		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
 		e.SetReady(ctx, cps[1-waiting], corev1.ConditionTrue, 0)
 		Eventually(testCRs(ctx, cps[waiting].Name)).Should(HaveLen(1))
@@ -244,6 +273,7 @@ func snrTemplate(ctx context.Context) *corev1.ObjectReference {
 var _ = Describe("A CR name that is taken", func() {
 	It("4. is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
 		group, sick := workers(ctx)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with the node failing below
 		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
 		// (left by hand, or by another tool), built as the remediation controller would build its CR.
 		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick.Name, nil)
@@ -254,6 +284,9 @@ var _ = Describe("A CR name that is taken", func() {
 		n := e.NewNHC(ctx, group)
 		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + ": cannot create TestRemediation " + testutil.TemplateNamespace + "/" + sick.Name + ": an object of that name that no NodeHealthCheck controls exists")))
+		// Another node fails: its CR shows the remediation controller looked again, and tried sick's too.
+		next := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		Eventually(testCRs(ctx, next.Name)).Should(HaveLen(1))
 		Consistently(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).WithTimeout(time.Second).Should(HaveLen(1), "once")
 		got := testCRs(ctx, sick.Name)()
 		Expect(got).To(HaveLen(1))

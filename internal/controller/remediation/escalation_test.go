@@ -118,6 +118,7 @@ var _ = Describe("Escalating remediations", func() {
 
 		Eventually(func() []string { return templateNames(stepCRs(ctx, sick.Name)()) }).Should(Equal([]string{byOrder[10]}))
 		elapse(ctx, n, 59*time.Second)
+		renewedNow(ctx, sick.Name) // the first step's lease lasts 2m: renewed after 40s
 		Consistently(func() []string { return templateNames(stepCRs(ctx, sick.Name)()) }).WithTimeout(time.Second).Should(HaveLen(1))
 
 		for i, order := range []int{20, 30, 40} {

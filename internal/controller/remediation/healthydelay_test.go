@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 func withHealthyDelay(d time.Duration) func(*remediationv1alpha1.NodeHealthCheck) {
@@ -45,6 +46,15 @@ func remediatedThenRecovered(ctx context.Context, mutate func(*remediationv1alph
 	return n, sick
 }
 
+// failingNow adds to the node's group a healthy node and one whose Ready turns Unknown now: due
+// after 5 minutes, which the healthy one keeps the budget for. The clock jumps, so the reconcile that
+// creates its CR runs at the time the clock is stepped to.
+func failingNow(ctx context.Context, sibling *corev1.Node) *corev1.Node {
+	group := sibling.Labels[testutil.GroupLabel]
+	e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	return e.NewNode(ctx, group, corev1.ConditionUnknown, 0)
+}
+
 var _ = Describe("healthyDelay", func() {
 	It("2. keeps a recovered node's CR for the delay, marks it, and then removes it", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(10*time.Minute))
@@ -58,7 +68,11 @@ var _ = Describe("healthyDelay", func() {
 		}).Should(Equal(since))
 		Expect(e.Status(ctx, n)().HealthyNodes).To(PointTo(Equal(2)), "a delayed node does not count healthy")
 
+		// A node failing now is due after 5m, so its CR shows the remediation controller looked
+		// after the step (with one more healthy node for the budget).
+		due := failingNow(ctx, sick)
 		e.Step(ctx, 9*time.Minute)
+		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 		e.Step(ctx, time.Minute)
 		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
@@ -67,7 +81,9 @@ var _ = Describe("healthyDelay", func() {
 
 	It("2. with a negative delay keeps the CR until the node is confirmed, then removes the confirmation", func(ctx SpecContext) {
 		_, sick := remediatedThenRecovered(ctx, withHealthyDelay(-time.Second))
+		due := failingNow(ctx, sick)
 		e.Step(ctx, 24*time.Hour)
+		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())

@@ -29,6 +29,21 @@ func nodeLease(ctx context.Context, node string) func() *coordinationv1.Lease {
 	}
 }
 
+// renewedNow waits until the node's lease was renewed at the fake clock's time. The remediation
+// controller renews the lease of a running remediation with its clock once a third of the lease's
+// duration has passed, so this shows it reconciled the NodeHealthCheck after the clock was last set,
+// with the node's CR in view.
+func renewedNow(ctx context.Context, node string) {
+	GinkgoHelper()
+	Eventually(func() time.Time {
+		l := nodeLease(ctx, node)()
+		if l == nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}).Should(BeTemporally("==", e.Clock.Now()), "the remediation controller renewed the lease of node %s at the clock's time", node)
+}
+
 var _ = Describe("Node leases", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
@@ -52,6 +67,10 @@ var _ = Describe("Node leases", func() {
 
 	It("3. waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
 		group, sick := workers(ctx)
+		// Due when the foreign lease has a second left (with one more healthy node for the budget):
+		// its CR shows the remediation controller looked at that time.
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		soon := e.NewNode(ctx, group, corev1.ConditionUnknown, 181*time.Second)
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.DefaultLeaseNamespace}}
 		Expect(client.IgnoreAlreadyExists(e.K8s.Create(ctx, ns))).To(Succeed())
 		holder, seconds := "node-maintenance-operator", int32(120)
@@ -63,11 +82,13 @@ var _ = Describe("Node leases", func() {
 		Expect(e.K8s.Create(ctx, foreign)).To(Succeed())
 
 		n := e.NewNHC(ctx, group)
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			ContainSubstring("Node " + sick.Name + " is leased by " + holder)))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Step(ctx, 119*time.Second)
 		e.Touch(ctx, n)
+		Eventually(testCRs(ctx, soon.Name)).Should(HaveLen(1), "the remediation controller looked 119s later")
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Second)
 		e.Touch(ctx, n)
@@ -85,6 +106,7 @@ var _ = Describe("Node leases", func() {
 
 		e.Clock.SetTime(acquired.Add(33 * time.Minute)) // 3 x 11m: not beyond yet
 		e.Touch(ctx, n)
+		renewedNow(ctx, sick.Name)
 		Consistently(timedOut).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
 		e.Clock.SetTime(acquired.Add(33*time.Minute + time.Second))
 		e.Touch(ctx, n)

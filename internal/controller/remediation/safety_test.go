@@ -35,10 +35,16 @@ var _ = Describe("Safety rules", func() {
 			if excluded {
 				Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring("excluded by label"), ContainSubstring(sick.Name)),
 					"an excluded node is still listed as unhealthy, in the reason")
-				Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 				Expect(e.Status(ctx, n)().HealthyNodes).To(PointTo(Equal(2)), "an excluded unhealthy node is counted unhealthy")
+				// Another node fails (one more healthy node keeps the budget): its CR shows the
+				// remediation controller looked at the excluded one too.
+				e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+				other := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+				Eventually(testCRs(ctx, other.Name)).Should(HaveLen(1))
+				Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 			} else {
 				Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+				e.SeenHealthy(ctx, n, 2) // the nhc controller, which warns, saw the node and its label
 			}
 			if warned {
 				Eventually(e.Events(ctx, sick.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))

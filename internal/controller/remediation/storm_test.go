@@ -42,6 +42,13 @@ var _ = Describe("Storm recovery", func() {
 		cooling := conditionStatus(ctx, n, remediationv1alpha1.ConditionTypeStormCooldownActive)
 		Eventually(stormActive).Should(Equal(metav1.ConditionFalse), "re-evaluated while every node is healthy")
 
+		// A remediation running throughout: its node never counts healthy, so the counts below stay
+		// those of the four nodes, and the remediation controller renews its lease at each step of 5
+		// minutes, which shows it looked then.
+		running := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.SetReady(ctx, running, corev1.ConditionUnknown, time.Hour)
+		Eventually(testCRs(ctx, running.Name)).Should(HaveLen(1))
+
 		// Two of four fail and become due at the same moment: 2 healthy, 3 required. (Failing them one
 		// after the other would rightly remediate the first while the threshold still held.)
 		e.SetReady(ctx, nodes[0], corev1.ConditionUnknown, 0)
@@ -57,6 +64,7 @@ var _ = Describe("Storm recovery", func() {
 		Expect(stormActive()).To(Equal(metav1.ConditionTrue))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryCooldownStarted))
 		e.Step(ctx, 5*time.Minute)
+		renewedNow(ctx, running.Name)
 		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		// A new violation interrupts the cooldown.
@@ -69,6 +77,9 @@ var _ = Describe("Storm recovery", func() {
 		// The first cooldown's end passes without effect; the new one's end ends the storm, and the
 		// waiting node is remediated in the same reconcile.
 		e.Step(ctx, 5*time.Minute)
+		// A new healthy node keeps the threshold; the status counting it shows the nhc controller looked.
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.SeenHealthy(ctx, n, 4)
 		Consistently(stormActive).WithTimeout(time.Second).Should(Equal(metav1.ConditionTrue))
 		e.Step(ctx, 5*time.Minute)
 		Eventually(stormActive).Should(Equal(metav1.ConditionFalse))
