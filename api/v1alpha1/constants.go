@@ -81,6 +81,16 @@ const (
 	PhaseEnabled NHCPhase = "Enabled"
 )
 
+// Labels on remediation CRs, as the public operator sets them.
+const (
+	// PartOfLabel is set on every remediation CR to PartOfValue.
+	PartOfLabel = "app.kubernetes.io/part-of"
+	PartOfValue = "node-healthcheck-controller"
+	// ControlPlaneCRLabel (empty value) marks a remediation CR of a control-plane node; such CRs
+	// count for the one-control-plane-node-at-a-time rule even after their node is gone.
+	ControlPlaneCRLabel = "remediation.medik8s.io/isControlPlaneNode"
+)
+
 // Annotation keys of the remediation contract. Remediators and administrators read and write these,
 // so their values are part of the API.
 const (

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -45,10 +46,12 @@ func SupportsMultiple(template metav1.Object) bool {
 
 // Build returns the remediation CR for node from template: the template's apiVersion and namespace,
 // its kind without "Template", the node's name (or generateName "<node>-" where the template supports
-// several CRs per node), the node-name and template-name annotations, a controller owner reference to
-// the NodeHealthCheck, an owner reference to the node's Machine when given, and spec copied from the
-// template's spec.template.spec.
-func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeHealthCheck, node string, machine *metav1.OwnerReference) (*unstructured.Unstructured, error) {
+// several CRs per node), the node-name and template-name annotations, the part-of label and, for a
+// control-plane node, the isControlPlaneNode label, an owner reference to the NodeHealthCheck (not a
+// controller reference, as the public operator sets it: that one is left to the remediator), an owner
+// reference to the node's Machine when given, and spec copied from the template's spec.template.spec.
+func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeHealthCheck, target *corev1.Node, machine *metav1.OwnerReference) (*unstructured.Unstructured, error) {
+	node := target.Name
 	kind := template.GetKind()
 	if !strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix) || kind == remediationv1alpha1.TemplateSuffix {
 		return nil, fmt.Errorf("template kind %q does not end with %q", kind, remediationv1alpha1.TemplateSuffix)
@@ -75,10 +78,14 @@ func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeH
 		remediationv1alpha1.NodeNameAnnotation:     node,
 		remediationv1alpha1.TemplateNameAnnotation: template.GetName(),
 	})
-	isController := true
+	labels := map[string]string{remediationv1alpha1.PartOfLabel: remediationv1alpha1.PartOfValue}
+	if IsControlPlane(target.Labels) {
+		labels[remediationv1alpha1.ControlPlaneCRLabel] = ""
+	}
+	cr.SetLabels(labels)
 	refs := []metav1.OwnerReference{{
 		APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck",
-		Name: owner.Name, UID: owner.UID, Controller: &isController,
+		Name: owner.Name, UID: owner.UID, Controller: ptr.To(false),
 	}}
 	if machine != nil {
 		refs = append(refs, *machine)
@@ -104,7 +111,9 @@ func IsControlPlane(labels map[string]string) bool {
 	return cp || master
 }
 
-// ControllerNHC returns the name and UID of the NodeHealthCheck that controls a CR, if any.
+// ControllerNHC returns the name and UID of the NodeHealthCheck that owns a CR, if any: the first
+// owner reference to a NodeHealthCheck, controller or not (the public operator's are not, ours were
+// before).
 func ControllerNHC(cr metav1.Object) (string, types.UID, bool) {
 	for _, o := range cr.GetOwnerReferences() {
 		if o.Kind == "NodeHealthCheck" && o.APIVersion == remediationv1alpha1.GroupVersion.String() {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -30,7 +31,7 @@ func owner() *remediationv1alpha1.NodeHealthCheck {
 func TestBuildFollowsTheTemplateContract(t *testing.T) {
 	tmpl := metal3Template()
 	machine := &metav1.OwnerReference{APIVersion: "machine.openshift.io/v1beta1", Kind: "Machine", Name: "m-1", UID: "m-uid"}
-	cr, err := Build(tmpl, owner(), "worker-1", machine)
+	cr, err := Build(tmpl, owner(), nodeNamed("worker-1"), machine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +47,13 @@ func TestBuildFollowsTheTemplateContract(t *testing.T) {
 		t.Errorf("annotations %v", a)
 	}
 	refs := cr.GetOwnerReferences()
-	if len(refs) != 2 || refs[0].UID != "uid-1" || refs[0].Controller == nil || !*refs[0].Controller || refs[1].UID != "m-uid" {
+	// A plain owner reference to the NodeHealthCheck, as the public operator sets it: the controller
+	// reference is the remediator's to take.
+	if len(refs) != 2 || refs[0].UID != "uid-1" || refs[0].Controller == nil || *refs[0].Controller || refs[0].BlockOwnerDeletion != nil || refs[1].UID != "m-uid" {
 		t.Errorf("owner references %+v", refs)
+	}
+	if l := cr.GetLabels(); len(l) != 1 || l[remediationv1alpha1.PartOfLabel] != remediationv1alpha1.PartOfValue {
+		t.Errorf("labels %v, want only %s=%s", l, remediationv1alpha1.PartOfLabel, remediationv1alpha1.PartOfValue)
 	}
 	// The CR's spec is a copy: changing it leaves the template alone.
 	cr.Object["spec"].(map[string]any)["strategy"].(map[string]any)["type"] = "changed"
@@ -62,10 +68,33 @@ func TestBuildFollowsTheTemplateContract(t *testing.T) {
 	}
 }
 
+func nodeNamed(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// A control-plane node's CR is labelled as the public operator labels it, so the
+// one-control-plane-node rule counts it (also the public operator's, during a migration).
+func TestBuildLabelsControlPlaneCRs(t *testing.T) {
+	for _, label := range []string{ControlPlaneRoleLabel, MasterRoleLabel} {
+		node := nodeNamed("cp-1")
+		node.Labels = map[string]string{label: ""}
+		cr, err := Build(metal3Template(), owner(), node, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := cr.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]; !ok || v != "" {
+			t.Errorf("%s: labels %v, want %s=\"\"", label, cr.GetLabels(), remediationv1alpha1.ControlPlaneCRLabel)
+		}
+		if cr.GetLabels()[remediationv1alpha1.PartOfLabel] != remediationv1alpha1.PartOfValue {
+			t.Errorf("%s: labels %v", label, cr.GetLabels())
+		}
+	}
+}
+
 func TestBuildWithMultipleTemplatesSupportGeneratesNames(t *testing.T) {
 	tmpl := metal3Template()
 	tmpl.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-	cr, err := Build(tmpl, owner(), "worker-1", nil)
+	cr, err := Build(tmpl, owner(), nodeNamed("worker-1"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +106,7 @@ func TestBuildWithMultipleTemplatesSupportGeneratesNames(t *testing.T) {
 func TestBuildEmptyInnerSpec(t *testing.T) {
 	tmpl := metal3Template()
 	_ = unstructured.SetNestedMap(tmpl.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")
-	cr, err := Build(tmpl, owner(), "n", nil)
+	cr, err := Build(tmpl, owner(), nodeNamed("n"), nil)
 	if err != nil || len(cr.Object["spec"].(map[string]any)) != 0 {
 		t.Fatalf("cr %v err %v", cr, err)
 	}
@@ -89,7 +118,7 @@ func TestBuildRefusesBrokenTemplates(t *testing.T) {
 	badKind := metal3Template()
 	badKind.SetKind("Metal3Remediation")
 	for name, tmpl := range map[string]*unstructured.Unstructured{"no spec.template": noTemplate, "kind without suffix": badKind} {
-		if _, err := Build(tmpl, owner(), "n", nil); err == nil {
+		if _, err := Build(tmpl, owner(), nodeNamed("n"), nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -111,13 +140,13 @@ func TestBuildForLongNodeNames(t *testing.T) {
 	if len(node) != 253 {
 		t.Fatalf("node name of %d characters", len(node))
 	}
-	cr, err := Build(metal3Template(), owner(), node, nil)
+	cr, err := Build(metal3Template(), owner(), nodeNamed(node), nil)
 	if err != nil || cr.GetName() != node {
 		t.Fatalf("name %q err %v", cr.GetName(), err)
 	}
 	multi := metal3Template()
 	multi.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-	cr, err = Build(multi, owner(), node, nil)
+	cr, err = Build(multi, owner(), nodeNamed(node), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

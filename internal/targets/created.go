@@ -19,14 +19,23 @@ type created struct {
 	at time.Time
 }
 
-// Created records a CR this process just created, so that snapshots count it before the cache
-// shows it. Without this a decision right after a create (another NodeHealthCheck's, a requeue)
-// would not see it: a second control-plane node, or a second NodeHealthCheck on the node, could
-// start. (The ReplicaSet controller's "expectations" solve the same lag.)
+// Created records a CR this process just created and the cache does not show yet, so that snapshots
+// count it until the cache does. Without this a decision right after a create (another
+// NodeHealthCheck's, a requeue) would not see it: a second control-plane node, or a second
+// NodeHealthCheck on the node, could start. (The ReplicaSet controller's "expectations" solve the
+// same lag.) A recorded CR deleted by someone else before the cache showed it counts until the
+// record expires: that holds remediations back, never starts one.
 func (g *Gatherer) Created(cr *unstructured.Unstructured) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.created = append(g.created, created{cr: *cr.DeepCopy(), at: time.Now()})
+}
+
+// Forget drops the record of a CR this process deleted.
+func (g *Gatherer) Forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.created = slices.DeleteFunc(g.created, func(c created) bool { return c.cr.GetUID() == uid })
 }
 
 // withCreated adds to the CRs of a kind listed from the cache those this process created that the

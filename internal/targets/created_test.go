@@ -37,3 +37,14 @@ func TestCreatedCountsUntilTheCacheShowsIt(t *testing.T) {
 		t.Fatalf("after the cache showed it: %v, want it forgotten", got)
 	}
 }
+
+// A CR this process deleted is not counted from its record.
+func TestForgetDropsTheRecord(t *testing.T) {
+	g := &Gatherer{}
+	mine := cr("TestRemediation", "cp-0", "uid-1")
+	g.Created(&mine)
+	g.Forget("uid-1")
+	if got := g.withCreated(mine.GroupVersionKind(), nil); len(got) != 0 {
+		t.Fatalf("after Forget: %v, want none", got)
+	}
+}

@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -129,9 +130,13 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	// Ours by node; for the others, who remediates which node.
 	s.CRs = map[string][]unstructured.Unstructured{}
 	elsewhere := map[string]string{}
+	labelledControlPlane := map[string]bool{} // nodes with a CR labelled isControlPlaneNode
 	for _, cr := range all {
 		name, uid, _ := remediationcr.ControllerNHC(&cr)
 		node := remediationcr.NodeName(&cr)
+		if _, cp := cr.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]; cp {
+			labelledControlPlane[node] = true
+		}
 		if uid == stored.UID {
 			s.CRs[node] = append(s.CRs[node], cr)
 		} else if _, seen := elsewhere[node]; !seen {
@@ -148,7 +153,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		}
 	}
 	slices.Sort(s.Orphans)
-	controlPlaneElsewhere, err := g.controlPlaneElsewhere(ctx, elsewhere)
+	controlPlaneElsewhere, err := g.controlPlaneElsewhere(ctx, elsewhere, labelledControlPlane, s.Orphans)
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +204,16 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	return s, nil
 }
 
+// SelectedNode returns the selected node of that name, as read.
+func (s *Snapshot) SelectedNode(name string) (*corev1.Node, bool) {
+	for i := range s.Nodes {
+		if s.Nodes[i].Name == name {
+			return &s.Nodes[i], true
+		}
+	}
+	return nil, false
+}
+
 // Next is the earliest time the snapshot's decision changes on its own: a node's condition
 // duration, a healthy delay, a storm cooldown or the maximum upgrade pause; zero when nothing is
 // pending.
@@ -221,14 +236,19 @@ func (s *Snapshot) Node(name string) (health.NodeDecision, bool) {
 	return s.Decision.Nodes[i], true
 }
 
-// controlPlaneElsewhere returns the first (by name) control-plane node that another NodeHealthCheck
-// remediates, or "".
-func (g *Gatherer) controlPlaneElsewhere(ctx context.Context, elsewhere map[string]string) (string, error) {
-	var names []string
-	for node := range elsewhere {
-		names = append(names, node)
+// controlPlaneElsewhere returns a control-plane node in remediation that this NodeHealthCheck's
+// decision does not see: one with a CR labelled isControlPlaneNode (another NodeHealthCheck's, or
+// ours for a node no longer selected), then the first (by name) control-plane node another
+// NodeHealthCheck remediates; "" when there is none.
+func (g *Gatherer) controlPlaneElsewhere(ctx context.Context, elsewhere map[string]string, labelled map[string]bool, orphans []string) (string, error) {
+	names := slices.Sorted(maps.Keys(elsewhere))
+	// A CR labelled as a control-plane node's counts whatever its node is now: the node may be gone
+	// (being reprovisioned) or relabelled. Our own CRs of selected nodes are the decision's to count.
+	for _, name := range slices.Concat(names, orphans) {
+		if labelled[name] {
+			return name, nil
+		}
 	}
-	slices.Sort(names)
 	for _, name := range names {
 		n := &corev1.Node{}
 		if err := g.Reader.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -105,6 +106,7 @@ func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), se
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	go collectGarbage(ctx, e.K8s, 200*time.Millisecond)
 	Expect(e.K8s.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: PokeNode}})).To(Succeed())
 	return e
 }
@@ -214,7 +216,12 @@ func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.No
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
 	Expect(e.K8s.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template)).To(Succeed())
-	cr, err := remediationcr.Build(template, owner, node, nil)
+	target := &corev1.Node{}
+	if err := e.K8s.Get(ctx, client.ObjectKey{Name: node}, target); err != nil {
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "getting node %s: %v", node, err)
+		target.Name = node // a CR left for a node that is gone
+	}
+	cr, err := remediationcr.Build(template, owner, target, nil)
 	Expect(err).NotTo(HaveOccurred())
 	e.Create(ctx, cr)
 	return cr

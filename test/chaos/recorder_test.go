@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // recorder watches every remediation CR kind with the driver's own informers and records each CR's
@@ -98,11 +99,7 @@ func (r *recorder) observeLocked(u *unstructured.Unstructured) {
 		if rec.Node == "" {
 			rec.Node = u.GetName()
 		}
-		for _, o := range u.GetOwnerReferences() {
-			if o.Kind == "NodeHealthCheck" && o.Controller != nil && *o.Controller {
-				rec.Owner, rec.OwnerUID = o.Name, o.UID
-			}
-		}
+		rec.Owner, rec.OwnerUID, _ = remediationcr.ControllerNHC(u)
 		r.byUID[rec.UID] = rec
 	}
 	if _, marked := u.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; marked && rec.TimedOut == 0 {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -481,11 +482,15 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if err := r.templates().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
 		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
-	machine, err := r.machineOwner(ctx, node, template.GetNamespace())
+	target, ok := snap.SelectedNode(node)
+	if !ok {
+		return nil // no longer selected; the next reconcile decides again
+	}
+	machine, err := r.machineOwner(ctx, target, template.GetNamespace())
 	if err != nil {
 		return err
 	}
-	cr, err := remediationcr.Build(template, nhc, node, machine)
+	cr, err := remediationcr.Build(template, nhc, target, machine)
 	if err != nil {
 		return err
 	}
@@ -502,11 +507,30 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if err != nil {
 		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
 	}
-	r.targets.Created(cr)
+	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	return nil
+}
+
+// cacheWait bounds how long a reconcile waits for the cache to show a CR it created; the cache sees
+// its own writes within milliseconds.
+const cacheWait = 2 * time.Second
+
+// awaitCache waits until the cache shows the CR just created, so that the next decision (of any
+// NodeHealthCheck: reconciles run one at a time) counts it. Where the cache lags longer, the
+// snapshots count the CR from a record instead (targets.Gatherer.Created).
+func (r *Reconciler) awaitCache(ctx context.Context, cr *unstructured.Unstructured) {
+	seen := &unstructured.Unstructured{}
+	seen.SetGroupVersionKind(cr.GroupVersionKind())
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, cacheWait, true, func(ctx context.Context) (bool, error) {
+		err := r.Get(ctx, client.ObjectKeyFromObject(cr), seen)
+		return err == nil && seen.GetUID() == cr.GetUID(), nil
+	})
+	if err != nil {
+		r.targets.Created(cr)
+	}
 }
 
 // stepCRExists reports, reading around the cache, whether the NodeHealthCheck already has a CR of
@@ -610,11 +634,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.No
 
 // machineOwner returns an owner reference to the node's Machine when the node names one in the
 // template's namespace and it exists.
-func (r *Reconciler) machineOwner(ctx context.Context, nodeName, namespace string) (*metav1.OwnerReference, error) {
-	node := &corev1.Node{}
-	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
+func (r *Reconciler) machineOwner(ctx context.Context, node *corev1.Node, namespace string) (*metav1.OwnerReference, error) {
 	ns, name, found := strings.Cut(node.Annotations[MachineAnnotation], "/")
 	if !found || ns != namespace || name == "" {
 		return nil, nil
@@ -642,6 +662,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
+		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 		r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "NodeHealthCheck %s deleted %s %s/%s: %s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName(), why)

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -276,7 +277,7 @@ var _ = Describe("A CR name that is taken", func() {
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with the node failing below
 		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
 		// (left by hand, or by another tool), built as the remediation controller would build its CR.
-		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick.Name, nil)
+		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick, nil)
 		Expect(err).NotTo(HaveOccurred())
 		foreign.SetOwnerReferences(nil)
 		e.Create(ctx, foreign)
@@ -292,5 +293,50 @@ var _ = Describe("A CR name that is taken", func() {
 		Expect(got).To(HaveLen(1))
 		Expect(got[0].GetUID()).To(Equal(foreign.GetUID()))
 		Expect(got[0].GetOwnerReferences()).To(BeEmpty())
+	})
+})
+
+var _ = Describe("A control-plane CR of a node that is gone", func() {
+	It("4. holds the other control-plane nodes until it is gone", func(ctx SpecContext) {
+		// Another NodeHealthCheck's CR for a control-plane node that is being reprovisioned: the Node
+		// is gone, and the remediator's finalizer keeps the CR while it works. Labelled
+		// isControlPlaneNode, it counts whatever its node is now.
+		other := e.NewNHC(ctx, e.Unique("nothing"))
+		gone := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.Unique("gone-cp"), Labels: map[string]string{remediationcr.ControlPlaneRoleLabel: ""}}}
+		template := &unstructured.Unstructured{}
+		template.SetGroupVersionKind(other.Spec.RemediationTemplate.GroupVersionKind())
+		Expect(e.K8s.Get(ctx, client.ObjectKey{Namespace: other.Spec.RemediationTemplate.Namespace, Name: other.Spec.RemediationTemplate.Name}, template)).To(Succeed())
+		held, err := remediationcr.Build(template, other, gone, nil)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
+		held.SetFinalizers([]string{"test.medik8s.io/remediator"})
+		e.Create(ctx, held)
+		release := func(ctx context.Context) {
+			Eventually(func() error {
+				Expect(client.IgnoreNotFound(e.K8s.Get(ctx, client.ObjectKeyFromObject(held), held))).To(Succeed())
+				held.SetFinalizers(nil)
+				return client.IgnoreNotFound(e.K8s.Update(ctx, held))
+			}).Should(Succeed())
+		}
+		DeferCleanup(func(ctx SpecContext) { release(ctx) })
+		// Not selected by its NodeHealthCheck (the node is gone): deleted as an orphan, kept by the finalizer.
+		Eventually(func() bool {
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(held), held)).To(Succeed())
+			return held.GetDeletionTimestamp() != nil
+		}).Should(BeTrue())
+
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
+		worker := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
+		Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1)) // it works, and workers are not held
+		e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("control-plane node " + gone.Name))
+		Consistently(testCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		release(ctx)
+		Eventually(testCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 })
