@@ -15,8 +15,8 @@ import (
 
 // upgradeOutcome decides the NodeHealthCheck's UpgradeInProgress condition from the gate's
 // cluster-wide signals and the node-level ones of its own nodes: a kubelet rolling upgrade among the
-// selected nodes (when that detector is on) and, on hosted control planes, a MachineConfig update of
-// a node about to be remediated (unhealthy, without a remediation yet). The gate remembers when this
+// selected nodes (when that detector is on) and, on OpenShift, a MachineConfig update of a node
+// about to be remediated (unhealthy, without a remediation yet). The gate remembers when this
 // NodeHealthCheck first saw each node-level signal, for the maximum pause.
 func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []corev1.Node,
 	crs map[string][]unstructured.Unstructured, conditions []remediationv1alpha1.UnhealthyCondition, maxPause time.Duration, now time.Time) upgrade.Outcome {
@@ -26,7 +26,7 @@ func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCh
 			node = append(node, *s)
 		}
 	}
-	if v.HostedControlPlane {
+	if v.OpenShift {
 		for i := range nodes {
 			n := &nodes[i]
 			if len(crs[n.Name]) > 0 {

@@ -41,13 +41,6 @@ func ClusterVersionProgressing(cv *unstructured.Unstructured) *Signal {
 		Object: reference(cv), Since: since}
 }
 
-// HostedControlPlane reports whether OpenShift's Infrastructure/cluster says the control plane is
-// hosted outside the cluster (status.controlPlaneTopology External).
-func HostedControlPlane(infra *unstructured.Unstructured) bool {
-	topology, _, _ := unstructured.NestedString(infra.Object, "status", "controlPlaneTopology")
-	return topology == "External"
-}
-
 // ClassifyMachineHealthChecks decides what OpenShift MachineHealthChecks mean for NodeHealthChecks:
 // none, or a single one whose only unhealthy condition is Terminating (the default termination
 // handler), are tolerated; any other would remediate the same machines and conflicts.

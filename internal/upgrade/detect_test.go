@@ -67,15 +67,6 @@ func TestClusterVersionProgressing(t *testing.T) {
 	}
 }
 
-func TestHostedControlPlane(t *testing.T) {
-	for topology, want := range map[string]bool{"External": true, "HighlyAvailable": false, "SingleReplica": false, "": false} {
-		infra := obj("Infrastructure", "cluster", 1, nil, map[string]any{"controlPlaneTopology": topology})
-		if got := HostedControlPlane(&infra); got != want {
-			t.Errorf("%q: got %v", topology, got)
-		}
-	}
-}
-
 func mhc(name string, conds ...map[string]any) unstructured.Unstructured {
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {

@@ -1,6 +1,6 @@
 // Package upgrade holds what upgrade-aware pausing decides, with no API client: the shared
 // in-memory Gate that the upgradeguard controller feeds and the nhc and remediation controllers
-// read, the pure node-level upgrade signals (MachineConfig updates on hosted control planes, kubelet
+// read, the pure node-level upgrade signals (MachineConfig updates on OpenShift, kubelet
 // rolling upgrades), and the NodeHealthCheck condition that reports them (UpgradeInProgress), with
 // the optional maximum pause.
 //

@@ -17,8 +17,8 @@ import (
 const (
 	// DetectorClusterVersion: OpenShift ClusterVersion Progressing=True (automatic on OpenShift).
 	DetectorClusterVersion = "clusterversion"
-	// DetectorInfrastructure reads OpenShift's Infrastructure/cluster topology: on hosted control
-	// planes (External) the MachineConfig node detector is on. Not a signal itself.
+	// DetectorInfrastructure tells OpenShift (the Infrastructure kind is served), where the
+	// MachineConfig node detector is on. Not a signal itself.
 	DetectorInfrastructure = "infrastructure"
 	// DetectorMachineHealthCheck finds MachineHealthChecks that conflict with NodeHealthCheck
 	// (automatic on OpenShift Machine API). Not a signal itself: it disables NodeHealthChecks.
@@ -28,7 +28,7 @@ const (
 	// DetectorPauseObject: the configured pause ConfigMap or Lease exists (opt-in).
 	DetectorPauseObject = "pauseobject"
 	// DetectorMachineConfig: a node about to be remediated is being updated by the Machine Config
-	// Operator (hosted control planes). Evaluated per NodeHealthCheck.
+	// Operator (on OpenShift, as for the public operator). Evaluated per NodeHealthCheck.
 	DetectorMachineConfig = "machineconfig"
 	// DetectorNodeRollout: selected nodes run kubelets of different minor versions and one is
 	// cordoned (opt-in). Evaluated per NodeHealthCheck.
@@ -130,8 +130,8 @@ type Verdict struct {
 	// Closed are the cluster-wide signals seen, in detector order, each with its Since. Whether one
 	// still blocks new remediations depends on the maximum pause (Signal.Blocks).
 	Closed []Signal
-	// HostedControlPlane turns on the MachineConfig node detector.
-	HostedControlPlane bool
+	// OpenShift turns on the MachineConfig node detector: the Infrastructure kind is served.
+	OpenShift bool
 	// NodeRollout turns on the kubelet rolling-upgrade node detector.
 	NodeRollout bool
 	// MachineHealthChecks is what the MachineHealthCheck detector found.
@@ -154,7 +154,7 @@ type Gate struct {
 	reported   map[string]bool     // detectors evaluated at least once
 	errs       map[string]string   // last error of a detector that has not reported yet
 	closed     map[string][]Signal // per detector, stamped (Since set)
-	hcp        bool
+	openShift  bool
 	mhc        MachineHealthChecks
 	nodeRoll   bool
 	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks (metrics).
@@ -232,14 +232,14 @@ func (g *Gate) ReportError(detector string, err error) {
 	})
 }
 
-// SetHostedControlPlane records the Infrastructure detector's finding.
-func (g *Gate) SetHostedControlPlane(hcp bool) {
+// SetOpenShift records the Infrastructure detector's finding: whether this is OpenShift.
+func (g *Gate) SetOpenShift(openShift bool) {
 	g.update(func() bool {
-		changed := g.hcp != hcp || !g.reported[DetectorInfrastructure]
-		g.hcp = hcp
+		changed := g.openShift != openShift || !g.reported[DetectorInfrastructure]
+		g.openShift = openShift
 		g.reported[DetectorInfrastructure] = true
 		delete(g.errs, DetectorInfrastructure)
-		observeState(DetectorMachineConfig, hcp, len(g.nodeClosed[DetectorMachineConfig]) > 0)
+		observeState(DetectorMachineConfig, openShift, len(g.nodeClosed[DetectorMachineConfig]) > 0)
 		return changed
 	})
 }
@@ -311,7 +311,7 @@ func (g *Gate) reportNode(detector, nhc string, closed bool) {
 	}
 	on := g.nodeRoll
 	if detector == DetectorMachineConfig {
-		on = g.hcp
+		on = g.openShift
 	}
 	observeState(detector, on, len(set) > 0)
 }
@@ -320,7 +320,7 @@ func (g *Gate) reportNode(detector, nhc string, closed bool) {
 func (g *Gate) Verdict() Verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v := Verdict{Known: g.discovered, HostedControlPlane: g.hcp, NodeRollout: g.nodeRoll, MachineHealthChecks: g.mhc}
+	v := Verdict{Known: g.discovered, OpenShift: g.openShift, NodeRollout: g.nodeRoll, MachineHealthChecks: g.mhc}
 	var pending []string
 	if !g.discovered {
 		pending = append(pending, "the upgrade detectors have not been discovered yet")

@@ -36,9 +36,9 @@ func TestGateIsUnknownUntilEveryDetectorReported(t *testing.T) {
 	if v := g.Verdict(); v.Known {
 		t.Fatalf("infrastructure has not reported: %+v", v)
 	}
-	g.SetHostedControlPlane(true)
+	g.SetOpenShift(true)
 	v = g.Verdict()
-	if !v.Known || !v.HostedControlPlane || len(v.Closed) != 1 || v.Closed[0].Message != cv.Message {
+	if !v.Known || !v.OpenShift || len(v.Closed) != 1 || v.Closed[0].Message != cv.Message {
 		t.Fatalf("known, hosted, closed by the ClusterVersion: %+v", v)
 	}
 	// An error after a report keeps the last known state.

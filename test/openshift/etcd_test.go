@@ -45,11 +45,39 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. waits when the budget allows none and the node has no guard pod", func(ctx SpecContext) {
+	It("4. remediates when the budget allows none and the node has no guard pod (no etcd member there), as medik8s/common does", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
-		n, cp := unhealthyControlPlane(ctx, func(string) {})
+		_, cp := unhealthyControlPlane(ctx, func(string) {})
+		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+	})
+
+	It("4. waits while the node's guard pod is Ready=Unknown: its member may still count for quorum", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		var pod *corev1.Pod
+		n, cp := unhealthyControlPlane(ctx, func(node string) { pod = guardPod(ctx, node, true) })
 		heldByEtcdGuard(ctx, n.Name, cp.Name)
-		Consistently(crsOf(ctx, cp.Name)).WithTimeout(2 * time.Second).Should(BeEmpty())
+		setPodCondition(ctx, pod, corev1.ConditionUnknown)
+		e.Step(ctx, time.Minute)
+		e.Touch(ctx, n)
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("is Ready=Unknown")))
+		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+	})
+
+	It("4. waits while openshift-etcd holds no disruption budget, or more than one, and remediates once there is exactly one that allows it", func(ctx SpecContext) {
+		n, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, true) })
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 0 PodDisruptionBudgets")))
+		etcdBudget(ctx, 0) // alone, with the node's guard pod ready: held too
+		etcdBudget(ctx, 1)
+		e.Step(ctx, time.Minute)
+		e.Touch(ctx, n)
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
+		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(remediation.EtcdNamespace))).To(Succeed())
+		etcdBudget(ctx, 1)
+		e.Step(ctx, time.Minute)
+		e.Touch(ctx, n)
+		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
 	It("leaves worker nodes alone", func(ctx SpecContext) {

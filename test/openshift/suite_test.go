@@ -80,12 +80,16 @@ func guardPod(ctx context.Context, node string, ready bool) *corev1.Pod {
 }
 
 func setPodReady(ctx context.Context, pod *corev1.Pod, ready bool) {
-	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
 	status := corev1.ConditionFalse
 	if ready {
 		status = corev1.ConditionTrue
 	}
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}
+	setPodCondition(ctx, pod, status)
+}
+
+func setPodCondition(ctx context.Context, pod *corev1.Pod, ready corev1.ConditionStatus) {
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
 	Expect(e.K8s.Status().Update(ctx, pod)).To(Succeed())
 }
 

@@ -123,9 +123,9 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Eventually(e.Events(ctx, cv.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
 	})
 
-	It("on a hosted control plane, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext) {
-		topology(ctx, "External")
-		Eventually(func() bool { return gate.Verdict().HostedControlPlane }).Should(BeTrue(), "the operator has seen the topology")
+	DescribeTable("on OpenShift, whatever the control-plane topology, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext, controlPlaneTopology string) {
+		topology(ctx, controlPlaneTopology)
+		Eventually(func() bool { return gate.Verdict().OpenShift }).Should(BeTrue(), "the operator has seen OpenShift")
 		n, nodes := workers(ctx, 5)
 		updatingHealthy, updatingSick := nodes[0], nodes[4]
 
@@ -145,16 +145,10 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 		machineConfig(ctx, updatingSick, "rendered-worker-2", "rendered-worker-2")
 		Eventually(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
-	})
-
-	It("on a self-hosted control plane, remediates a node being updated by the Machine Config Operator (ClusterVersion covers upgrades)", func(ctx SpecContext) {
-		topology(ctx, "HighlyAvailable")
-		Eventually(func() bool { return gate.Verdict().HostedControlPlane }).Should(BeFalse())
-		_, nodes := workers(ctx, 3)
-		machineConfig(ctx, nodes[2], "rendered-worker-1", "rendered-worker-2")
-		sicken(ctx, nodes[2])
-		Eventually(crsOf(ctx, nodes[2].Name)).Should(HaveLen(1))
-	})
+	},
+		Entry("hosted control plane (External)", "External"),
+		Entry("self-hosted control plane (HighlyAvailable)", "HighlyAvailable"),
+	)
 
 	It("disables NodeHealthChecks while a custom MachineHealthCheck exists", func(ctx SpecContext) {
 		n, nodes := workers(ctx, 3)

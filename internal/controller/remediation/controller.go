@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"sync"
@@ -619,8 +620,7 @@ func (r *Reconciler) explainStatus(ctx context.Context, snap *targets.Snapshot) 
 }
 
 // reportOnce emits a warning RemediationSkipped event regarding the NodeHealthCheck, related to the
-// node (events of one reason are otherwise merged into one series per object), and logs it, once
-// per key and NodeHealthCheck.
+// node, with an action of its own (skipAction), and logs it, once per key and NodeHealthCheck.
 func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node, key, note string, args ...any) {
 	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+key, true); seen {
 		return
@@ -628,8 +628,18 @@ func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.No
 	msg := fmt.Sprintf(note, args...)
 	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip", "%s", msg)
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
 	}
+}
+
+// skipAction is the action of a RemediationSkipped event: "Skip-" and a hash of its note. The event
+// recorder merges events of one type, reason, action, regarding and related object into one series
+// that keeps the first note; a node skipped for another cause later (the etcd budget, then the guard
+// pod) must show its new note.
+func skipAction(note string) string {
+	h := fnv.New32a()
+	h.Write([]byte(note))
+	return fmt.Sprintf("Skip-%08x", h.Sum32())
 }
 
 // machineOwner returns an owner reference to the node's Machine when the node names one in the

@@ -185,17 +185,18 @@ var _ = Describe("A template change during a remediation", func() {
 		old := testCRs(ctx, sick.Name)()[0]
 
 		// The status does not list the CR yet (a stale report), so the CRD's transition rule lets the
-		// template change through, to another kind.
-		Eventually(func() error {
-			got := &remediationv1alpha1.NodeHealthCheck{}
-			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
-			got.Status.UnhealthyNodes = nil
-			return e.K8s.Status().Update(ctx, got)
-		}).Should(Succeed())
+		// template change through, to another kind. The nhc controller rewrites the status meanwhile
+		// (a conflict, or a refusal once it lists the CR again): both writes are tried again together.
 		snr := snrTemplate(ctx)
-		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-		n.Spec.RemediationTemplate = snr
-		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		Eventually(func() error {
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+			n.Status.UnhealthyNodes = nil
+			if err := e.K8s.Status().Update(ctx, n); err != nil {
+				return err
+			}
+			n.Spec.RemediationTemplate = snr
+			return e.K8s.Update(ctx, n)
+		}).Should(Succeed())
 
 		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(ContainSubstring(old.GetName()), ContainSubstring("which the spec no longer references"))))

@@ -78,18 +78,11 @@ func evaluateClusterVersion(ctx context.Context, g *Guard, served []schema.Group
 	return time.Time{}, nil
 }
 
-func evaluateInfrastructure(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
-	if len(served) == 0 {
-		g.Gate.SetHostedControlPlane(false)
-		return time.Time{}, nil
-	}
-	infra := &unstructured.Unstructured{}
-	infra.SetGroupVersionKind(served[0])
-	err := g.Get(ctx, client.ObjectKey{Name: openshift.InfrastructureName}, infra)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return time.Time{}, fmt.Errorf("getting Infrastructure cluster: %w", err)
-	}
-	g.Gate.SetHostedControlPlane(err == nil && upgrade.HostedControlPlane(infra))
+// evaluateInfrastructure tells the gate whether this is OpenShift (the Infrastructure kind is
+// served): there, as for the public operator, a node being updated by the Machine Config Operator
+// holds new remediations, whatever the control-plane topology.
+func evaluateInfrastructure(_ context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	g.Gate.SetOpenShift(len(served) > 0)
 	return time.Time{}, nil
 }
 
