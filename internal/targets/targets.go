@@ -105,7 +105,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	}
 	if o.Templates != nil {
 		var err error
-		if s.Problem, err = CheckTemplates(ctx, o.Templates, &s.NHC.Spec); err != nil {
+		if s.Problem, err = CheckTemplates(ctx, o.Templates, &s.NHC.Spec, s.Verdict.OpenShift); err != nil {
 			return nil, err
 		}
 	}

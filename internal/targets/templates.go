@@ -27,9 +27,23 @@ type TemplateGetter interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
 }
 
-// CheckTemplates reads every referenced template and reports the first problem.
-func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec) (*Problem, error) {
+// Metal3TemplateKind is Metal3's remediation template; on OpenShift it must be in
+// MachineAPINamespace, where the Machines it remediates through are (as the public operator checks).
+const (
+	Metal3TemplateKind  = "Metal3RemediationTemplate"
+	MachineAPINamespace = "openshift-machine-api"
+)
+
+// CheckTemplates reads every referenced template and reports the first problem. On OpenShift a
+// Metal3RemediationTemplate outside openshift-machine-api is one (as for the public operator; on
+// other clusters Metal3's Machines live in any namespace).
+func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec, openShift bool) (*Problem, error) {
 	for _, ref := range spec.TemplateRefs() {
+		if openShift && ref.Kind == Metal3TemplateKind && ref.Namespace != MachineAPINamespace {
+			// Metal3 remediates through the node's Machine, which on OpenShift lives there.
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
+				fmt.Sprintf("%s must be in the %s namespace. It is configured to be in namespace: %s", Metal3TemplateKind, MachineAPINamespace, ref.Namespace)}, nil
+		}
 		if ref.GroupVersionKind().Group == "" {
 			// PodTemplate would make Pods the remediation CRs.
 			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -23,7 +24,7 @@ func TestCoreGroupTemplateDisables(t *testing.T) {
 	spec := remediationv1alpha1.NodeHealthCheckSpec{RemediationTemplate: &corev1.ObjectReference{
 		APIVersion: "v1", Kind: "PodTemplate", Namespace: "default", Name: "reboot"}}
 	getter := &noTemplates{}
-	problem, err := CheckTemplates(context.Background(), getter, &spec)
+	problem, err := CheckTemplates(context.Background(), getter, &spec, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,4 +38,36 @@ func TestCoreGroupTemplateDisables(t *testing.T) {
 	if kinds := RemediationKinds(nhc); len(kinds) != 0 {
 		t.Errorf("RemediationKinds = %v, want none", kinds)
 	}
+}
+
+// On OpenShift a Metal3RemediationTemplate outside openshift-machine-api disables, as the public
+// operator's check does; elsewhere (Cluster API with Metal3) any namespace is fine.
+func TestMetal3TemplateNamespaceOnOpenShift(t *testing.T) {
+	spec := remediationv1alpha1.NodeHealthCheckSpec{RemediationTemplate: &corev1.ObjectReference{
+		APIVersion: "infrastructure.cluster.x-k8s.io/v1beta1", Kind: Metal3TemplateKind, Namespace: "default", Name: "metal3"}}
+	problem, err := CheckTemplates(context.Background(), &noTemplates{}, &spec, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Metal3RemediationTemplate must be in the openshift-machine-api namespace. It is configured to be in namespace: default"
+	if problem == nil || problem.Reason != remediationv1alpha1.ConditionReasonDisabledTemplateInvalid || problem.Message != want {
+		t.Fatalf("on OpenShift: %+v, want %s: %q", problem, remediationv1alpha1.ConditionReasonDisabledTemplateInvalid, want)
+	}
+
+	spec.RemediationTemplate.Namespace = MachineAPINamespace
+	if problem, err := CheckTemplates(context.Background(), &withSpecTemplate{}, &spec, true); err != nil || problem != nil {
+		t.Errorf("in %s: %+v, %v; want no problem", MachineAPINamespace, problem, err)
+	}
+	spec.RemediationTemplate.Namespace = "default"
+	if problem, err := CheckTemplates(context.Background(), &withSpecTemplate{}, &spec, false); err != nil || problem != nil {
+		t.Errorf("not OpenShift: %+v, %v; want no problem", problem, err)
+	}
+}
+
+// withSpecTemplate reads every template as a valid one.
+type withSpecTemplate struct{}
+
+func (withSpecTemplate) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	u := obj.(*unstructured.Unstructured)
+	return unstructured.SetNestedMap(u.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")
 }
