@@ -13,10 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -80,9 +82,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(NodeChangePredicate())).
 		// Updates too: a new CRD is served only once it is established, an update of its status
-		// that the metadata does not show. CRDs change rarely; each change is one pass over all
-		// NodeHealthChecks.
-		WatchesMetadata(crd, handler.EnqueueRequestsFromMapFunc(r.allNHCs)).
+		// that the metadata does not show, and a moment after that (crdSettle). CRDs change rarely;
+		// each change is two passes over all NodeHealthChecks.
+		WatchesMetadata(crd, r.crdChanged()).
 		Build(r)
 	if err != nil {
 		return err
@@ -201,6 +203,31 @@ func (r *Reconciler) templates() targets.TemplateGetter {
 		return r.Templates
 	}
 	return r.Client
+}
+
+// crdSettle is how long after a CRD change the NodeHealthChecks are looked at once more: a CRD is
+// served a moment after it is established, and no event says when.
+const crdSettle = 2 * time.Second
+
+// crdChanged enqueues every NodeHealthCheck at once and again after crdSettle.
+func (r *Reconciler) crdChanged() handler.EventHandler {
+	both := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range r.allNHCs(ctx, obj) {
+			q.Add(req)
+			q.AddAfter(req, crdSettle)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			both(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			both(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			both(ctx, e.Object, q)
+		},
+	}
 }
 
 func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -100,7 +100,7 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: discoverRequest}})
 			return nil
 		})).
-		WatchesMetadata(crd, enqueue(discoverRequest), builder.WithPredicates(predicate.Funcs{
+		WatchesMetadata(crd, crdChanged(), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return detectorGroup(e.Object.GetName()) },
 			DeleteFunc: func(e event.DeleteEvent) bool { return detectorGroup(e.Object.GetName()) },
 			// A new CRD is served only once Established, an update later.
@@ -293,4 +293,22 @@ func enqueueMap(name string) handler.MapFunc {
 
 func enqueue(name string) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(enqueueMap(name))
+}
+
+// crdSettle is how long after a CRD change discovery looks once more: a CRD is served a moment after
+// it is established, and no event says when.
+const crdSettle = 2 * time.Second
+
+// crdChanged enqueues a discovery at once and again after crdSettle.
+func crdChanged() handler.EventHandler {
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: discoverRequest}}
+	both := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(req)
+		q.AddAfter(req, crdSettle)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { both(q) },
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { both(q) },
+		DeleteFunc: func(_ context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) { both(q) },
+	}
 }
