@@ -120,6 +120,8 @@ const (
 	MachineConfigDesiredAnnotation = "machineconfiguration.openshift.io/desiredConfig"
 	// OldRemediationCRAnnotation flags a remediation CR that has been running for too long.
 	OldRemediationCRAnnotation = "nodehealthcheck.medik8s.io/old-remediation-cr-flag"
+	// OldRemediationCRFlag is the value written (the public operator's); only presence is read.
+	OldRemediationCRFlag = "flagon"
 )
 
 // Label keys of the remediation contract.

@@ -15,12 +15,13 @@ import (
 // them); histograms carry only bounded labels: the NodeHealthCheck's name and the remediation kind,
 // never node or CR names.
 const (
-	// MetricOngoingRemediation is 1 per node with a running remediation CR; the series is removed when
-	// the remediation ends. Labels: name (node), namespace (of the CR), remediation (CR kind), as in
-	// the public operator; bounded by the nodes being remediated.
+	// MetricOngoingRemediation is 1 per node with a running remediation CR and 0 once it ended (the
+	// series is kept, as the public operator keeps it). Labels: name (node), namespace (of the CR),
+	// remediation (CR kind), as in the public operator; bounded by the nodes ever remediated.
 	MetricOngoingRemediation = "nodehealthcheck_ongoing_remediation"
-	// MetricUnhealthyNodeDuration observes, when a node leaves unhealthyNodes, how long it was listed
-	// since its first remediation started.
+	// MetricUnhealthyNodeDuration observes, when a node leaves unhealthyNodes, for each of its
+	// remediations, how long ago it started. Labels as MetricOngoingRemediation, as in the public
+	// operator.
 	MetricUnhealthyNodeDuration = "nodehealthcheck_unhealthy_node_duration_seconds"
 	// MetricTimeToRemediation observes the time from a node becoming unhealthy to its first
 	// remediation CR being created.
@@ -48,7 +49,7 @@ var (
 	}, []string{"name", "namespace", "remediation"})
 	unhealthyNodeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: MetricUnhealthyNodeDuration, Help: "Unhealthy Node duration distribution", Buckets: durationBuckets,
-	}, []string{"nhc", "remediation"})
+	}, []string{"name", "namespace", "remediation"})
 	timeToRemediation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: MetricTimeToRemediation, Help: "Time from a node becoming unhealthy to its first remediation CR", Buckets: durationBuckets,
 	}, []string{"nhc", "remediation"})
@@ -74,8 +75,8 @@ type metricsState struct {
 	series map[string]map[gaugeKey]bool
 }
 
-// syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status and removes the
-// series it set before that status no longer has. A nil status removes all of them.
+// syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status to 1, and to 0
+// those it set before that the status no longer has. A nil status (deleted) sets all of them to 0.
 func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -94,7 +95,7 @@ func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeH
 	}
 	for k := range m.series[nhcName] {
 		if !current[k] {
-			ongoingRemediation.DeleteLabelValues(k.node, k.namespace, k.kind)
+			ongoingRemediation.WithLabelValues(k.node, k.namespace, k.kind).Set(0)
 		}
 	}
 	m.series[nhcName] = current
@@ -135,9 +136,11 @@ func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHe
 		}
 	}
 	for name, before := range oldEntries {
-		if !newEntries[name] && len(before.Remediations) > 0 {
-			first := before.Remediations[0]
-			unhealthyNodeDuration.WithLabelValues(nhcName, first.Resource.Kind).Observe(now.Sub(first.Started.Time).Seconds())
+		if newEntries[name] {
+			continue
+		}
+		for _, r := range before.Remediations {
+			unhealthyNodeDuration.WithLabelValues(name, r.Resource.Namespace, r.Resource.Kind).Observe(now.Sub(r.Started.Time).Seconds())
 		}
 	}
 }

@@ -406,13 +406,13 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 			next = health.Earliest(next, due)
 			continue
 		}
-		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.OldRemediationCRAnnotation, ptr.To("true")); err != nil {
+		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.OldRemediationCRAnnotation, ptr.To(remediationv1alpha1.OldRemediationCRFlag)); err != nil {
 			return next, fmt.Errorf("flagging %s %s/%s as old: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
 		if _, counted := r.reported.LoadOrStore("old/"+string(cr.GetUID()), true); counted {
 			continue // flagged before the cache showed it
 		}
-		oldRemediationCR.WithLabelValues(cr.GetName(), cr.GetNamespace()).Inc()
+		oldRemediationCR.WithLabelValues(node, "").Inc()
 		r.event(nhc, corev1.EventTypeWarning, EventReasonOldRemediationCR, "Flag",
 			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
 	}

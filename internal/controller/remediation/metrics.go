@@ -5,13 +5,13 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MetricOldRemediationCR counts remediation CRs flagged as running too long, by CR name and namespace
-// (the public operator's metric; bounded: a CR is flagged once).
+// MetricOldRemediationCR counts remediation CRs flagged as running too long, labelled name (the
+// node) and namespace (always empty), as the public operator labels it; bounded: a CR is flagged once.
 const MetricOldRemediationCR = "nodehealthcheck_old_remediation_cr"
 
 var oldRemediationCR = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: MetricOldRemediationCR, Help: "Number of old remediation CRs detected by NodeHealthChecks",
-}, []string{"name", "namespace"})
+}, []string{"name", "namespace"}) // node name, and "" (the public operator's labels)
 
 func init() { crmetrics.Registry.MustRegister(oldRemediationCR) }
 
