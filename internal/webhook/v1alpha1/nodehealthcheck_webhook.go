@@ -116,7 +116,8 @@ func (v *Validator) ValidateCreate(ctx context.Context, nhc *remediationv1alpha1
 		return nil, err
 	}
 	errs, warnings := v.validate(ctx, nhc)
-	return warnings, toAPIError(nhc, errs)
+	selectorErrs, selectorWarnings := ValidateSelectorPresent(nil, nhc)
+	return append(warnings, selectorWarnings...), toAPIError(nhc, append(selectorErrs, errs...))
 }
 
 // ValidateUpdate validates a changed NodeHealthCheck, including the rules that compare it with the
@@ -129,8 +130,9 @@ func (v *Validator) ValidateUpdate(ctx context.Context, oldNHC, newNHC *remediat
 	if err != nil {
 		return nil, err
 	}
-	errs = append(errs, ValidateUpdate(oldNHC, newNHC)...)
-	return warnings, toAPIError(newNHC, errs)
+	selectorErrs, selectorWarnings := ValidateSelectorPresent(oldNHC, newNHC)
+	errs = append(append(selectorErrs, errs...), ValidateUpdate(oldNHC, newNHC)...)
+	return append(warnings, selectorWarnings...), toAPIError(newNHC, errs)
 }
 
 // validateUpdateAlone validates a changed NodeHealthCheck whose stored version is not known (it
@@ -142,7 +144,8 @@ func (v *Validator) validateUpdateAlone(ctx context.Context, newNHC *remediation
 	if err != nil {
 		return nil, err
 	}
-	return warnings, toAPIError(newNHC, errs)
+	selectorErrs, selectorWarnings := ValidateSelectorPresent(nil, newNHC)
+	return append(warnings, selectorWarnings...), toAPIError(newNHC, append(selectorErrs, errs...))
 }
 
 // validateUpdated runs the rules a changed NodeHealthCheck must meet on its own: the topology rule

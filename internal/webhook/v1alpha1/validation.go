@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
@@ -270,6 +271,27 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 
 func isTemplateKind(kind string) bool {
 	return len(kind) > len(remediationv1alpha1.TemplateSuffix) && strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix)
+}
+
+// ValidateSelectorPresent refuses an empty selector (no matchLabels, no matchExpressions), which
+// selects every node, control-plane nodes too: "selector is mandatory", as the public operator's
+// webhook says. old is the stored object of an update, nil otherwise. Unlike the public operator, an
+// object stored with an empty selector (before the rule, or with the webhook off) may still be
+// updated without adding one, with a warning: pausing it in an incident must not need a selector
+// first. The CRD cannot express this (it would refuse such updates too), so it is the webhook's.
+func ValidateSelectorPresent(old, nhc *remediationv1alpha1.NodeHealthCheck) (field.ErrorList, admission.Warnings) {
+	if !selectorEmpty(&nhc.Spec.Selector) {
+		return nil, nil
+	}
+	if old != nil && selectorEmpty(&old.Spec.Selector) {
+		return nil, admission.Warnings{fmt.Sprintf("NodeHealthCheck %s: spec.selector is empty and selects every node, control-plane nodes too; set matchLabels or matchExpressions", nhc.Name)}
+	}
+	return field.ErrorList{field.Required(specPath.Child("selector"),
+		"selector is mandatory: an empty selector selects every node, control-plane nodes too; select the nodes to watch with matchLabels or matchExpressions, for example node-role.kubernetes.io/worker")}, nil
+}
+
+func selectorEmpty(s *metav1.LabelSelector) bool {
+	return len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0
 }
 
 // ValidateUpdate checks the rules that compare the old and new object: while any node has a running

@@ -98,6 +98,11 @@ func escalation(steps ...remediationv1alpha1.EscalatingRemediation) func(*remedi
 func both(paths ...string) rule { return rule{webhook: paths, cel: paths} }
 
 var rules = map[string]rule{
+	// The public operator's "Selector is mandatory"; the CRD admits it (see selector_test.go).
+	"an empty selector (every node, control-plane nodes too)": {
+		mutate:  func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.Selector = metav1.LabelSelector{} },
+		webhook: []string{"spec.selector"},
+	},
 	"no template": {
 		mutate:  func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate = nil },
 		webhook: []string{"spec.remediationTemplate"}, cel: []string{"spec.remediationTemplate"},
@@ -463,7 +468,6 @@ var admitted = map[string]func(*remediationv1alpha1.NodeHealthCheck){
 			n.Spec.PauseRequests = append(n.Spec.PauseRequests, strings.Repeat("ü", remediationv1alpha1.MaxPauseRequestLength-4)+itoa(1000+i))
 		}
 	},
-	"an empty selector (all nodes)":        func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.Selector = metav1.LabelSelector{} },
 	"escalation with a one-minute timeout": escalation(testutil.Step("test-template", 1, time.Minute)),
 	"one template kind in two steps with multiple-templates support": escalation(
 		testutil.Step("multi-a", 1, 5*time.Minute), testutil.Step("multi-b", 2, 10*time.Minute)),
