@@ -2,8 +2,10 @@ package remediation_test
 
 import (
 	"context"
+	"errors"
 	"time"
 
+	commonlease "github.com/medik8s/common/pkg/lease"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
@@ -112,5 +114,48 @@ var _ = Describe("Node leases", func() {
 		e.Touch(ctx, n)
 		Eventually(timedOut).Should(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))
+	})
+})
+
+// The lease manager of github.com/medik8s/common is what node maintenance and self node remediation
+// take node leases with: its leases and ours must hold each other off, in both directions.
+var _ = Describe("Node leases with medik8s/common's lease manager", func() {
+	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
+
+	nodeObject := func(n *corev1.Node) *corev1.Node {
+		obj := n.DeepCopy()
+		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		return obj
+	}
+
+	It("3. a lease node maintenance took holds remediation back until it is released", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		maintenance, err := commonlease.NewManager(e.K8s, "node-maintenance")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(maintenance.RequestLease(ctx, nodeObject(sick), time.Hour)).To(Succeed())
+
+		n := e.NewNHC(ctx, group)
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			ContainSubstring("Node " + sick.Name + " is leased by node-maintenance")))
+		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		Expect(maintenance.InvalidateLease(ctx, nodeObject(sick))).To(Succeed())
+		e.Touch(ctx, n)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
+	})
+
+	It("3. a lease this operator holds is respected by that manager", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
+
+		maintenance, err := commonlease.NewManager(e.K8s, "node-maintenance")
+		Expect(err).NotTo(HaveOccurred())
+		err = maintenance.RequestLease(ctx, nodeObject(sick), time.Hour)
+		var held commonlease.AlreadyHeldError
+		Expect(errors.As(err, &held)).To(BeTrue(), "want AlreadyHeldError, got %v", err)
+		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 })
