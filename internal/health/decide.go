@@ -56,7 +56,8 @@ const (
 	SkipThreshold SkipReason = "HealthyNodeThreshold"
 	// SkipStorm: storm recovery holds new remediations until its cooldown has passed.
 	SkipStorm SkipReason = "StormRecovery"
-	// SkipMachineHealthCheck: the termination-handler MachineHealthCheck handles the node.
+	// SkipMachineHealthCheck: the termination-handler MachineHealthCheck handles the node; it counts
+	// healthy and is not listed in status (the public operator treats it as not matching).
 	SkipMachineHealthCheck SkipReason = "HandledByMachineHealthCheck"
 	// SkipExcluded: the node carries the exclude-from-remediation label.
 	SkipExcluded SkipReason = "ExcludedFromRemediation"
@@ -154,7 +155,8 @@ type NodeDecision struct {
 type Decision struct {
 	// Observed is the number of selected nodes.
 	Observed int
-	// Healthy is the number of selected nodes that are healthy and have no remediation left.
+	// Healthy is the number of selected nodes that are healthy and have no remediation left (and of
+	// those left to the termination-handler MachineHealthCheck).
 	Healthy int
 	// MinHealthy is the resolved budget: new remediations start only while Healthy >= MinHealthy.
 	MinHealthy int
@@ -172,6 +174,20 @@ type Decision struct {
 
 // Started returns the names of the nodes whose remediation starts now.
 func (d *Decision) Started() []string { return d.names(StartRemediation) }
+
+// Listed reports whether status.unhealthyNodes lists the node, as the public operator lists it: it
+// matches an unhealthy condition for its duration (whether or not its remediation may start), is
+// being remediated, or recovered while its CRs remain. A node left to the termination-handler
+// MachineHealthCheck is not listed, nor is a soon-unhealthy one without CRs.
+func (n NodeDecision) Listed() bool {
+	switch n.Action {
+	case StartRemediation, ContinueRemediation, Recovered, HealthyDelayed:
+		return true
+	case Skip:
+		return n.SkipReason != SkipMachineHealthCheck
+	}
+	return false
+}
 
 // Skipped returns the nodes that need a remediation that may not start now.
 func (d *Decision) Skipped() []NodeDecision {
@@ -206,12 +222,19 @@ func Decide(in Input) Decision {
 
 	for _, n := range in.Nodes {
 		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
-		if h.State == Healthy && !n.Remediating {
+		// A terminating node the termination-handler MachineHealthCheck handles is that
+		// MachineHealthCheck's: counted healthy, as the public operator counts it, and never
+		// remediated here (its own CRs, if it had some before, continue).
+		leftToMHC := h.State == Unhealthy && !n.Remediating && n.LeftToMachineHealthCheck
+		if (h.State == Healthy || leftToMHC) && !n.Remediating {
 			d.Healthy++
 		}
 		d.Next = Earliest(d.Next, h.Next)
 		nd := NodeDecision{Name: n.Name, Health: h}
 		switch {
+		case leftToMHC:
+			nd.Action, nd.SkipReason = Skip, SkipMachineHealthCheck
+			nd.SkipMessage = fmt.Sprintf("node %s is terminating and left to the termination-handler MachineHealthCheck", n.Name)
 		case h.State == Healthy && n.Remediating:
 			nd.Action = Recovered
 			if until, delayed := healthyDelayUntil(in.HealthyDelay, n, in.Now); delayed {
@@ -276,8 +299,6 @@ func Decide(in Input) Decision {
 			skip(nd, reason, message)
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
-		case n.LeftToMachineHealthCheck:
-			skip(nd, SkipMachineHealthCheck, fmt.Sprintf("node %s is terminating and left to the termination-handler MachineHealthCheck", n.Name))
 		case n.Excluded:
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case n.ControlPlane && controlPlaneBusy != "":

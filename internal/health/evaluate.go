@@ -47,6 +47,8 @@ type NodeHealth struct {
 	Next time.Time
 	// Reason names the matching condition, for example "Ready=Unknown for 300s"; empty when healthy.
 	Reason string
+	// Matched is the unhealthy condition that matched (Reason's); zero when healthy.
+	Matched remediationv1alpha1.UnhealthyCondition
 }
 
 // EvaluateNode applies the unhealthy conditions (a logical OR) to the node's conditions at now. A
@@ -69,6 +71,7 @@ func EvaluateNode(rules []remediationv1alpha1.UnhealthyCondition, conditions []c
 				if h.State != Unhealthy || due.Before(h.UnhealthySince) {
 					h.UnhealthySince = due
 					h.Reason = fmt.Sprintf("%s=%s for %s", c.Type, c.Status, rule.Duration.Duration)
+					h.Matched = rule
 				}
 				h.State = Unhealthy
 				continue
@@ -76,6 +79,7 @@ func EvaluateNode(rules []remediationv1alpha1.UnhealthyCondition, conditions []c
 			if h.State == Healthy {
 				h.State = SoonUnhealthy
 				h.Reason = fmt.Sprintf("%s=%s, unhealthy after %s", c.Type, c.Status, rule.Duration.Duration)
+				h.Matched = rule
 			}
 			h.Next = Earliest(h.Next, due)
 		}

@@ -196,6 +196,12 @@ func TestDecide(t *testing.T) {
 			healthy: 1, actions: map[string]Action{"b": Skip}, skip: SkipInvalidBudget,
 		},
 		{
+			name: "a terminating node left to the termination-handler MachineHealthCheck counts healthy, even when paused",
+			in: Input{Blockers: []Blocker{{Reason: SkipPaused, Message: "paused"}}, MinHealthy: minHealthy("2"), Nodes: []Node{
+				node("a", false, healthy), {Name: "b", Conditions: []corev1.NodeCondition{sick}, LeftToMachineHealthCheck: true}}},
+			healthy: 2, actions: map[string]Action{"b": Skip}, skip: SkipMachineHealthCheck,
+		},
+		{
 			name:    "no nodes selected",
 			in:      Input{},
 			actions: map[string]Action{},
@@ -230,6 +236,32 @@ func TestDecide(t *testing.T) {
 				t.Errorf("next %v, want %v", d.Next, tt.next)
 			}
 		})
+	}
+}
+
+// TestListed: status lists every node that matches an unhealthy condition, whatever holds its
+// remediation back, and nodes with CRs; not soon-unhealthy nodes without CRs, nor nodes left to the
+// termination-handler MachineHealthCheck.
+func TestListed(t *testing.T) {
+	for _, tt := range []struct {
+		d    NodeDecision
+		want bool
+	}{
+		{NodeDecision{Action: StartRemediation}, true},
+		{NodeDecision{Action: ContinueRemediation}, true},
+		{NodeDecision{Action: Recovered}, true},
+		{NodeDecision{Action: HealthyDelayed}, true},
+		{NodeDecision{Action: Skip, SkipReason: SkipThreshold}, true},
+		{NodeDecision{Action: Skip, SkipReason: SkipExcluded}, true},
+		{NodeDecision{Action: Skip, SkipReason: SkipRemediatedElsewhere}, true},
+		{NodeDecision{Action: Skip, SkipReason: SkipPaused}, true},
+		{NodeDecision{Action: Skip, SkipReason: SkipMachineHealthCheck}, false},
+		{NodeDecision{Action: Wait}, false},
+		{NodeDecision{Action: NoAction}, false},
+	} {
+		if got := tt.d.Listed(); got != tt.want {
+			t.Errorf("%v %s: listed %v, want %v", tt.d.Action, tt.d.SkipReason, got, tt.want)
+		}
 	}
 }
 

@@ -465,11 +465,11 @@ func firstLine(s string) string {
 	return s
 }
 
-// forgeStatus writes an approval (an entry without remediations) into a NodeHealthCheck's status
+// forgeStatus writes an entry without remediations (unhealthy, maybe held back) into a NodeHealthCheck's status
 // for a node, as a stray status writer could: status is a report, not a command, so it must never
 // start a remediation the model does not warrant.
 func (w *world) forgeStatus(ctx context.Context, name, nodeName string) (string, error) {
-	desc := fmt.Sprintf("forged status: %s lists %s as approved for remediation (%s)", name, nodeName, w.cur.Nodes[nodeName])
+	desc := fmt.Sprintf("forged status: %s lists %s as unhealthy (%s)", name, nodeName, w.cur.Nodes[nodeName])
 	for range 5 {
 		h := &remediationv1alpha1.NodeHealthCheck{}
 		if err := w.k8s.Get(ctx, client.ObjectKey{Name: name}, h); err != nil {

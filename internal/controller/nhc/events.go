@@ -29,7 +29,7 @@ const (
 )
 
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
-// condition flipping, nodes newly approved for remediation, and a new reason for skipping.
+// condition flipping, nodes newly listed as unhealthy, and a new reason for skipping.
 func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.NodeHealthCheck, d health.Decision) {
 	if r.Recorder == nil {
 		return
@@ -46,16 +46,21 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 
 	r.emitUpgradeEvents(old, updated)
 
+	// A node newly listed as unhealthy without CRs, whether or not its remediation may start (the
+	// public operator's note on the NodeHealthCheck, and one on the node).
 	listed := map[string]bool{}
 	for _, n := range old.Status.UnhealthyNodes {
 		listed[n.Name] = true
 	}
-	for _, n := range updated.Status.UnhealthyNodes {
-		if !listed[n.Name] && n.ConditionsHealthyTimestamp == nil {
-			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect", "Node %s is unhealthy", n.Name)
-			r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, updated, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
-				"NodeHealthCheck %s found the node unhealthy", updated.Name)
+	for _, n := range d.Nodes {
+		if listed[n.Name] || !n.Listed() || (n.Action != health.StartRemediation && n.Action != health.Skip) {
+			continue
 		}
+		m := n.Health.Matched
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
+			"Node matches unhealthy condition. Node %q, condition type %q, condition status %q", n.Name, m.Type, m.Status)
+		r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, updated, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
+			"NodeHealthCheck %s found the node unhealthy: %s", updated.Name, n.Health.Reason)
 	}
 
 	wasStorm, isStorm := targets.StormState(old.Status.Conditions), targets.StormState(updated.Status.Conditions)

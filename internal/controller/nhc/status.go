@@ -40,13 +40,21 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	for i := range old.UnhealthyNodes {
 		oldEntries[old.UnhealthyNodes[i].Name] = &old.UnhealthyNodes[i]
 	}
+	// Every selected node that matches an unhealthy condition, as the public operator lists them:
+	// also those whose remediation may not start (budget, storm, pause, upgrade, exclusion, another
+	// NodeHealthCheck's CR, the control-plane rule), without remediations. Remediations lists only
+	// this NodeHealthCheck's CRs.
+	var remediating []string
 	for _, n := range d.Nodes {
-		var entry remediationv1alpha1.UnhealthyNode
+		if !n.Listed() {
+			continue // soon unhealthy without CRs, or left to the termination-handler MachineHealthCheck
+		}
+		entry := remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
-			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
+			remediating = append(remediating, n.Name)
 		case health.Recovered, health.HealthyDelayed:
-			entry = remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
+			remediating = append(remediating, n.Name)
 			entry.ConditionsHealthyTimestamp = &metav1.Time{Time: now}
 			if o := oldEntries[n.Name]; o != nil && o.ConditionsHealthyTimestamp != nil {
 				entry.ConditionsHealthyTimestamp = o.ConditionsHealthyTimestamp
@@ -54,11 +62,17 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 			if n.Action == health.HealthyDelayed {
 				entry.HealthyDelayed = ptr.To(true)
 			}
-		default:
-			continue // healthy without CRs, soon unhealthy, or skipped: not listed
 		}
 		st.UnhealthyNodes = append(st.UnhealthyNodes, entry)
 	}
+	// CRs of nodes no longer selected (deleted, or relabelled) are listed while they exist: a
+	// remediator's finalizer, or PermanentNodeDeletionExpected while a machine is replaced.
+	for _, node := range snap.Orphans {
+		remediating = append(remediating, node)
+		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(crs[node], oldEntries[node], stepOrder)})
+	}
+	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(remediating)
 
 	disabled := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDisabled, Status: metav1.ConditionFalse,
 		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled",
@@ -70,7 +84,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	setStormConditions(&st.Conditions, nhc, d, now)
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 
-	st.Phase, st.Reason = phase(nhc, st.UnhealthyNodes, d, problem, up.Blocked)
+	st.Phase, st.Reason = phase(nhc, remediating, d, problem, up.Blocked)
 
 	st.LastUpdateTime = old.LastUpdateTime
 	cmp := st.DeepCopy()
@@ -117,8 +131,9 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 }
 
 // phase derives phase and reason, in precedence Disabled > Paused (pauseRequests, then upgrade) >
-// Remediating > Enabled.
-func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, d health.Decision, problem *targets.Problem,
+// Remediating (a node has CRs of this NodeHealthCheck, or its first one starts now) > Enabled.
+// Unhealthy nodes whose remediation may not start are named with the reason.
+func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating []string, d health.Decision, problem *targets.Problem,
 	upgradeBlock string) (remediationv1alpha1.NHCPhase, string) {
 	skipNote := skippedNote(d.Skipped())
 	switch {
@@ -128,12 +143,8 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alph
 		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ")
 	case upgradeBlock != "":
 		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + upgradeBlock
-	case len(entries) > 0:
-		names := make([]string, 0, len(entries))
-		for _, e := range entries {
-			names = append(names, e.Name)
-		}
-		return remediationv1alpha1.PhaseRemediating, fmt.Sprintf("Remediating %d node(s): %s%s", len(entries), strings.Join(names, ", "), skipNote)
+	case len(remediating) > 0:
+		return remediationv1alpha1.PhaseRemediating, fmt.Sprintf("Remediating %d node(s): %s%s", len(remediating), strings.Join(remediating, ", "), skipNote)
 	default:
 		if skipNote != "" {
 			return remediationv1alpha1.PhaseEnabled, "Enabled" + skipNote

@@ -200,7 +200,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		d, listed := snap.Node(node)
 		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation)
 	}))
-	r.explainStatus(ctx, snap)
 
 	if err := errors.Join(errs...); err != nil {
 		// Returning the error would drop the deadlines above (controller-runtime ignores the result
@@ -591,32 +590,6 @@ func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alph
 			"Node %s: cannot create %s %s/%s: an object of that name that no NodeHealthCheck controls exists", node, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	}
 	return nil
-}
-
-// explainStatus says, once per node and reason, why a node that the status lists as due for a
-// remediation (an entry without remediations) gets none: the status may be stale or written by
-// someone else, and the decision is re-derived from the cache.
-func (r *Reconciler) explainStatus(ctx context.Context, snap *targets.Snapshot) {
-	for _, e := range snap.Stored.Status.UnhealthyNodes {
-		if len(e.Remediations) > 0 || e.ConditionsHealthyTimestamp != nil || len(snap.CRs[e.Name]) > 0 {
-			continue
-		}
-		d, listed := snap.Node(e.Name)
-		var why string
-		switch {
-		case !listed && !slices.ContainsFunc(snap.Nodes, func(n corev1.Node) bool { return n.Name == e.Name }):
-			why = "the NodeHealthCheck does not select it"
-		case !listed:
-			why = "it is healthy"
-		case d.Action == health.Wait:
-			why = "it is not unhealthy for its condition's duration yet: " + d.Health.Reason
-		case d.Action == health.Skip:
-			why = d.SkipMessage
-		default:
-			continue
-		}
-		r.reportOnce(ctx, snap.Stored, e.Name, "status/"+e.Name+"/"+why, "Not remediating node %s, which the status lists as due: %s", e.Name, why)
-	}
 }
 
 // reportOnce emits a warning RemediationSkipped event regarding the NodeHealthCheck, related to the

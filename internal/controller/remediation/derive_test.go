@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -23,10 +22,21 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
-// forge writes status entries for the nodes not listed yet as a stray status writer would: listed
-// as due for a remediation (no remediations), which the remediation controller must not take as an
-// order.
-func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nodes ...string) {
+// delayedWitness waits for the node's CR, lets the node recover, and returns once the
+// NodeHealthCheck's healthyDelay (1h) keeps the CR: the witness forge needs.
+func delayedWitness(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, witness *corev1.Node) {
+	Eventually(testCRs(ctx, witness.Name)).Should(HaveLen(1))
+	e.SetReady(ctx, witness, corev1.ConditionTrue, 0)
+	Eventually(func() bool { return isDelayed(entryOf(ctx, n, witness.Name)()) }).Should(BeTrue())
+}
+
+// forge writes status entries for the nodes as a stray status writer would (listed, without
+// remediations), and in the same write moves the witness's conditionsHealthyTimestamp back past its
+// healthyDelay. Status orders nothing, but it is the memory of that one timer: the witness's CR is
+// deleted once the remediation controller has read this status version, which forge waits for.
+// A Consistently that nothing happened to the forged nodes can follow.
+func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, witness string, nodes ...string) {
+	long := metav1.NewTime(e.Clock.Now().Add(-2 * time.Hour))
 	Eventually(func() error {
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
@@ -35,8 +45,14 @@ func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nodes ..
 				got.Status.UnhealthyNodes = append(got.Status.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node})
 			}
 		}
+		for i := range got.Status.UnhealthyNodes {
+			if got.Status.UnhealthyNodes[i].Name == witness {
+				got.Status.UnhealthyNodes[i].ConditionsHealthyTimestamp = &long
+			}
+		}
 		return e.K8s.Status().Update(ctx, got)
 	}).Should(Succeed())
+	Eventually(testCRs(ctx, witness)).Should(BeEmpty(), "the remediation controller read the forged status")
 }
 
 func eventNotes(ctx context.Context, regarding, reason string) func() []string {
@@ -46,74 +62,78 @@ func eventNotes(ctx context.Context, regarding, reason string) func() []string {
 var _ = Describe("Status is a report, not a command", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node, and says why once", func(ctx SpecContext) {
-		group, sick := workers(ctx)
+	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node", func(ctx SpecContext) {
+		group, witness := workers(ctx)
 		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		healthy2 := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		excluded := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		excluded := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		label(ctx, excluded, remediationv1alpha1.ExcludeFromRemediationLabel, "true")
 		elsewhere := e.NewNode(ctx, e.Unique("other"), corev1.ConditionUnknown, time.Hour)
-		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1), "the controllers run")
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(1)
+			n.Spec.MinHealthy = &v
+			n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour}
+		})
+		delayedWitness(ctx, n, witness)
+		e.SetReady(ctx, excluded, corev1.ConditionUnknown, time.Hour)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ContainElement(excluded.Name),
+			"an excluded unhealthy node is listed, without remediations")
 
-		forge(ctx, n, healthy.Name, excluded.Name, elsewhere.Name)
-		notes := eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)
-		Eventually(notes).Should(ContainElements(
-			And(ContainSubstring("Not remediating node "+healthy.Name), ContainSubstring("it is healthy")),
-			And(ContainSubstring("Not remediating node "+excluded.Name), ContainSubstring("excluded by label")),
-			And(ContainSubstring("Not remediating node "+elsewhere.Name), ContainSubstring("does not select it")),
-		), "the remediation controller looked at the forged entries and refused each")
-		// The entries forged again, with one more: its refusal shows the remediation controller
-		// looked at all four (only that status version lists the fourth).
-		forge(ctx, n, healthy.Name, excluded.Name, elsewhere.Name, healthy2.Name)
-		Eventually(notes).Should(ContainElement(And(ContainSubstring("Not remediating node "+healthy2.Name), ContainSubstring("it is healthy"))))
+		forge(ctx, n, witness.Name, healthy.Name, healthy2.Name, excluded.Name, elsewhere.Name)
 		Consistently(func() int {
 			return len(testCRs(ctx, healthy.Name)()) + len(testCRs(ctx, excluded.Name)()) + len(testCRs(ctx, elsewhere.Name)()) +
 				len(testCRs(ctx, healthy2.Name)())
 		}).WithTimeout(time.Second).Should(BeZero())
-		var refusals []string
-		for _, note := range notes() {
-			if strings.HasPrefix(note, "Not remediating") {
-				refusals = append(refusals, note)
-			}
-		}
-		Expect(refusals).To(HaveLen(4), "each said once")
 	})
 
 	It("1. starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
 		group := e.Unique("g")
-		for range 2 {
-			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		var healthy []*corev1.Node
+		for range 4 {
+			healthy = append(healthy, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
 		}
-		var sick []*corev1.Node
-		for range 3 {
-			sick = append(sick, e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour))
-		}
-		n := e.NewNHC(ctx, group) // 51% of 5: 3 healthy required, 2 are
-		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("2 of 5 selected nodes are healthy, 3 required"))
-		forge(ctx, n, sick[0].Name, sick[1].Name, sick[2].Name)
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
-			And(ContainSubstring("which the status lists as due"), ContainSubstring("3 required"))))
+		witness := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(4)
+			n.Spec.MinHealthy = &v
+			n.Spec.MaxUnhealthy = nil
+			n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour}
+		})
+		Eventually(testCRs(ctx, witness.Name)).Should(HaveLen(1))
+		// Two nodes over the budget: the witness's recovery (counted healthy once its CR is gone)
+		// does not bring it back.
+		e.SetReady(ctx, healthy[2], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, healthy[3], corev1.ConditionUnknown, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		delayedWitness(ctx, n, witness)
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("2 of 6 selected nodes are healthy, 4 required"))
+		Expect(testutil.Listed(e.Status(ctx, n)())).To(ContainElements(healthy[2].Name, healthy[3].Name, sick.Name),
+			"the held-back nodes are listed")
+
+		forge(ctx, n, witness.Name, healthy[2].Name, healthy[3].Name, sick.Name)
 		Consistently(func() int {
-			return len(testCRs(ctx, sick[0].Name)()) + len(testCRs(ctx, sick[1].Name)()) + len(testCRs(ctx, sick[2].Name)())
+			return len(testCRs(ctx, healthy[2].Name)()) + len(testCRs(ctx, healthy[3].Name)()) + len(testCRs(ctx, sick.Name)())
 		}).WithTimeout(time.Second).Should(BeZero())
 	})
 
-	It("1. re-derives the decision when a node recovered after the status approved it", func(ctx SpecContext) {
+	It("1. re-derives the decision when a node recovered after the status listed it", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 2 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		}
 		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		// Unhealthy and held back by the pause too: its CR shows the remediation controller looked
-		// once the pause ended.
-		held := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.PauseRequests = []string{"hold"} })
+		witness := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour} })
+		delayedWitness(ctx, n, witness)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Spec.PauseRequests = []string{"hold"}
+		Expect(e.K8s.Update(ctx, n)).To(Succeed())
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
-		// An approval written while the node was unhealthy, then the node recovered and the pause ended.
-		forge(ctx, n, node.Name)
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
-			And(ContainSubstring("Not remediating node "+node.Name), ContainSubstring("it is healthy"))), "the remediation controller saw the approval")
+		// Unhealthy and held back by the pause: its CR shows the remediation controller looked once
+		// the pause ended.
+		held := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		// An entry written while the node was unhealthy, then the node recovered and the pause ended.
+		forge(ctx, n, witness.Name, node.Name)
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = nil
 		Expect(e.K8s.Update(ctx, n)).To(Succeed())
@@ -141,6 +161,8 @@ var _ = Describe("Across NodeHealthChecks", func() {
 		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
 		Eventually(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", own.Name)).Should(HaveLen(1), "the remediation controller reconciled the second NodeHealthCheck")
 		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(heldBack(ctx, second, sick.Name)()).To(BeTrue(), "listed in the second's status without remediations")
+		Expect(entryOf(ctx, first, sick.Name)()).To(HaveField("Remediations", HaveLen(1)), "and with its CR in the first's")
 	})
 
 	It("4. remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {

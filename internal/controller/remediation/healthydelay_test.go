@@ -31,6 +31,15 @@ func entryOf(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node s
 	}
 }
 
+// heldBack reports whether status lists the node without remediations, as the public operator lists
+// an unhealthy node whose remediation may not start.
+func heldBack(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node string) func() bool {
+	return func() bool {
+		u := entryOf(ctx, n, node)()
+		return u != nil && len(u.Remediations) == 0 && u.ConditionsHealthyTimestamp == nil
+	}
+}
+
 func isDelayed(u *remediationv1alpha1.UnhealthyNode) bool {
 	return u != nil && u.ConditionsHealthyTimestamp != nil && u.HealthyDelayed != nil && *u.HealthyDelayed
 }

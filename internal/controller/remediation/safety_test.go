@@ -36,6 +36,7 @@ var _ = Describe("Safety rules", func() {
 				Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring("excluded by label"), ContainSubstring(sick.Name)),
 					"an excluded node is still listed as unhealthy, in the reason")
 				Expect(e.Status(ctx, n)().HealthyNodes).To(PointTo(Equal(2)), "an excluded unhealthy node is counted unhealthy")
+				Expect(heldBack(ctx, n, sick.Name)()).To(BeTrue(), "and listed without remediations")
 				// Another node fails (one more healthy node keeps the budget): its CR shows the
 				// remediation controller looked at the excluded one too.
 				e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -69,7 +70,7 @@ var _ = Describe("Safety rules", func() {
 			e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 			cps = append(cps, cp)
 		}
-		e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
 
 		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
 		Eventually(crCount).Should(Equal(1))
@@ -78,6 +79,7 @@ var _ = Describe("Safety rules", func() {
 		if len(testCRs(ctx, first.Name)()) == 0 {
 			first, second = second, first
 		}
+		Eventually(heldBack(ctx, n, second.Name)).Should(BeTrue(), "the waiting one is listed without remediations")
 		e.SetReady(ctx, first, corev1.ConditionTrue, 0)
 		Eventually(testCRs(ctx, first.Name)).Should(BeEmpty())
 		Eventually(testCRs(ctx, second.Name)).Should(HaveLen(1))

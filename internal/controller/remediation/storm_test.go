@@ -57,6 +57,8 @@ var _ = Describe("Storm recovery", func() {
 		Eventually(stormActive).Should(Equal(metav1.ConditionTrue))
 		Expect(cooling()).To(Equal(metav1.ConditionFalse))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryStarted))
+		Expect(heldBack(ctx, n, nodes[0].Name)()).To(BeTrue(), "listed without remediations")
+		Expect(heldBack(ctx, n, nodes[1].Name)()).To(BeTrue(), "listed without remediations")
 
 		// One comes back by itself: the threshold holds, the cooldown starts; the other still waits.
 		e.SetReady(ctx, nodes[1], corev1.ConditionTrue, 0)
