@@ -123,7 +123,9 @@ var _ = Describe("Status is a report, not a command", func() {
 		}
 		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		witness := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour} })
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour}
+		})
 		delayedWitness(ctx, n, witness)
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = []string{"hold"}
