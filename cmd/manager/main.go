@@ -78,8 +78,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"How long the leader keeps retrying to renew before it gives up leadership (and exits); shorter than the lease duration.")
 	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", 2*time.Second,
 		"How often leader election acts: the leader renews and standbys try to acquire.")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "node-healthcheck.remediation.medik8s.io",
-		"Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", "e1f13584.medik8s.io",
+		"Name of the Lease used for leader election: the public Node Healthcheck operator's by default, so that in one namespace the two never lead at once.")
 	fs.StringVar(&o.leaderElectionNS, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease. Defaults to the pod's namespace in cluster; required out of cluster when --leader-elect is on.")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443,

@@ -153,6 +153,12 @@ func TestOptionSets(t *testing.T) {
 			}
 			return out
 		}
+		if args := deploymentArgs(t, mustRender(t, nil)); !slices.Contains(args, "--leader-election-id=e1f13584.medik8s.io") {
+			t.Errorf("defaults: args %v lack the public operator's leader-election lock", args)
+		}
+		if args := deploymentArgs(t, mustRender(t, map[string]any{"leaderElection": map[string]any{"id": "nhc.example.com"}})); !slices.Contains(args, "--leader-election-id=nhc.example.com") {
+			t.Errorf("set: args %v lack --leader-election-id=nhc.example.com", args)
+		}
 		if got, want := leArgs(deploymentArgs(t, mustRender(t, nil))), []string{"--leader-election-lease-duration=15s",
 			"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"}; !slices.Equal(got, want) {
 			t.Errorf("defaults: got %v, want %v", got, want)
