@@ -122,7 +122,7 @@ var _ = Describe("The manager binary", func() {
 		nhc := testutil.NewNHC("e2e-webhook")
 		nhc.Spec.RemediationTemplate.Namespace = ""
 		err := k8s.Create(ctx, nhc)
-		Expect(err).To(MatchError(And(ContainSubstring(`admission webhook "vnodehealthcheck.remediation.medik8s.io" denied the request`),
+		Expect(err).To(MatchError(And(ContainSubstring(`admission webhook "vnodehealthcheck.kb.io" denied the request`),
 			ContainSubstring("spec.remediationTemplate.namespace"))))
 
 		// Defaulting runs too.

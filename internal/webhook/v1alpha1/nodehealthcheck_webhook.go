@@ -45,8 +45,8 @@ const lookupTimeout = 3 * time.Second
 // supported and the validating webhook refuses to create or update one.
 const ControlPlaneTopologyDualReplica = "DualReplica"
 
-// +kubebuilder:webhook:path=/mutate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=true,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update,versions=v1alpha1,name=mnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=false,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update;delete,versions=v1alpha1,name=vnodehealthcheck.remediation.medik8s.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=true,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update,versions=v1alpha1,name=mnodehealthcheck.kb.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-remediation-medik8s-io-v1alpha1-nodehealthcheck,mutating=false,failurePolicy=fail,sideEffects=None,groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=create;update;delete,versions=v1alpha1,name=vnodehealthcheck.kb.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // +kubebuilder:rbac:groups=config.openshift.io,resources=infrastructures,verbs=get;list;watch
 
