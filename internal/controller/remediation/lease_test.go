@@ -87,6 +87,7 @@ var _ = Describe("Node leases", func() {
 		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + " is leased by " + holder)))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(heldBack(ctx, n, sick.Name)()).To(BeTrue(), "listed without remediations while the lease holds it back")
 
 		e.Step(ctx, 119*time.Second)
 		e.Touch(ctx, n)
