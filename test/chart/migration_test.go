@@ -191,6 +191,7 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	// Helm refuses a CRD it does not own...
 	_, err = install.Run(loadChart(t), values)
 	g.Expect(err).To(gomega.MatchError(gomega.ContainSubstring("invalid ownership metadata")), "helm install over the public CRD")
+	t.Logf("helm install over the public CRD: %v", err)
 	// ... and adopts it once labelled and annotated as docs/migration.md says.
 	g.Expect(k.Patch(ctx, &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: crd.Name}}, client.RawPatch(types.MergePatchType,
 		[]byte(`{"metadata":{"labels":{"app.kubernetes.io/managed-by":"Helm"},"annotations":{"meta.helm.sh/release-name":"`+releaseName+
