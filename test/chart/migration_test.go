@@ -221,6 +221,15 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	// This waits for the precondition of the test, not for a controller.
 	time.Sleep(time.Until(stepStarted.Add(30 * time.Second)))
 	takeover := time.Now()
+	// The public operator ran in this namespace and stopped just now: its leader-election lock, of
+	// the same name as this chart's, holds this operator off until it expires (a second guard
+	// against running both; docs/migration.md).
+	oldLeader := "node-healthcheck-controller-manager-5f7c9d_0e1c"
+	lock := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "e1f13584.medik8s.io"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &oldLeader, LeaseDurationSeconds: ptr.To(int32(10)),
+			AcquireTime: &metav1.MicroTime{Time: takeover.Add(-time.Hour)}, RenewTime: &metav1.MicroTime{Time: takeover}}}
+	g.Expect(k.Create(ctx, lock)).To(gomega.Succeed())
+	lockExpiry := takeover.Add(10 * time.Second)
 	_, log := c.startManager(t, bin, rel.Manifest, nil)
 
 	// Both statuses rewritten in place, by this operator: same objects, the same CRs listed.
@@ -240,10 +249,14 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	}
 	g.Eventually(rewritten("classic", map[string][]types.UID{"classic-sick": wantCRs["classic-sick"]})).Should(gomega.Succeed())
 	g.Eventually(rewritten("escalating", map[string][]types.UID{"esc-step2": wantCRs["esc-step2"], "esc-step1": wantCRs["esc-step1"]})).Should(gomega.Succeed())
+	g.Expect(k.Get(ctx, client.ObjectKeyFromObject(lock), lock)).To(gomega.Succeed())
+	g.Expect(lock.Spec.HolderIdentity).NotTo(gomega.Equal(&oldLeader), "this operator holds the lock now")
+	g.Expect(lock.Spec.AcquireTime.Time).To(gomega.BeTemporally(">=", lockExpiry), "taken once the public operator's hold expired")
 	for _, old := range []*unstructured.Unstructured{classic, escalating} {
 		nhc := &remediationv1alpha1.NodeHealthCheck{}
 		g.Expect(k.Get(ctx, client.ObjectKeyFromObject(old), nhc)).To(gomega.Succeed())
 		g.Expect(nhc.UID).To(gomega.Equal(old.GetUID()), "the NodeHealthCheck %s is the one the public operator wrote", old.GetName())
+		g.Expect(nhc.Status.LastUpdateTime.Time).To(gomega.BeTemporally(">=", lockExpiry.Truncate(time.Second)), "written by this operator, after the lock expired")
 		if old == escalating {
 			i := slices.IndexFunc(nhc.Status.UnhealthyNodes, func(n remediationv1alpha1.UnhealthyNode) bool { return n.Name == "esc-step2" })
 			g.Expect(i).NotTo(gomega.Equal(-1))
