@@ -115,6 +115,22 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 build: ## Build the manager binary into bin/manager.
 	go build -o $(MANAGER) ./cmd/manager
 
+CHART_VERSION = $(shell awk '$$1 == "version:" {print $$2}' $(CHART)/Chart.yaml)
+CHART_PACKAGE = $(LOCALBIN)/chart/node-healthcheck-$(CHART_VERSION).tgz
+# Where `make chart-push` pushes the packaged chart, for example oci://ghcr.io/medik8s/charts.
+CHART_REGISTRY ?=
+
+.PHONY: chart
+chart: ## Lint the chart and package it into bin/chart/node-healthcheck-<version>.tgz (helm from go.mod's tool).
+	go tool helm lint $(CHART)
+	go tool helm package $(CHART) --destination $(LOCALBIN)/chart
+	@echo "Push it with: make chart-push CHART_REGISTRY=oci://<registry>/<path>"
+
+.PHONY: chart-push
+chart-push: chart ## Push the packaged chart to an OCI registry: make chart-push CHART_REGISTRY=oci://ghcr.io/medik8s/charts (log in with `go tool helm registry login` first).
+	@if [ -z "$(CHART_REGISTRY)" ]; then echo "Set CHART_REGISTRY=oci://<registry>/<path>"; exit 1; fi
+	go tool helm push $(CHART_PACKAGE) $(CHART_REGISTRY)
+
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
 	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl $(DEMO_ARGS)

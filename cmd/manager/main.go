@@ -170,6 +170,9 @@ func namespacedName(flagName, value string) (types.NamespacedName, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == selfTestCommand {
+		os.Exit(runSelfTest(os.Args[2:], os.Stdout))
+	}
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime's config package.
 	o, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {

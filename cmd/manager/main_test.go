@@ -141,3 +141,16 @@ func TestLeaderElectionTimings(t *testing.T) {
 		t.Error("a renew deadline as long as the lease was accepted")
 	}
 }
+
+func TestSelfTestFlags(t *testing.T) {
+	o, tokenFile, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"--metrics-url=https://m:8443/metrics", "--webhooks=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.MetricsURL != "https://m:8443/metrics" || o.Webhooks || !o.MetricsInsecure || tokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" || o.Name == "" {
+		t.Errorf("got %+v, token file %s", o, tokenFile)
+	}
+	if _, _, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"extra"}); err == nil {
+		t.Error("an extra argument was accepted")
+	}
+}

@@ -46,6 +46,12 @@ type rendered []unstructured.Unstructured
 // optionally, extra API versions the cluster serves.
 func render(t *testing.T, values map[string]any, apiVersions ...string) (rendered, error) {
 	t.Helper()
+	return renderChart(t, loadChart(t), values, apiVersions...)
+}
+
+// renderChart is render for a loaded chart (the folder, or a packaged archive).
+func renderChart(t *testing.T, c *chart.Chart, values map[string]any, apiVersions ...string) (rendered, error) {
+	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
 	install.ReleaseName, install.Namespace = releaseName, namespace
@@ -55,7 +61,7 @@ func render(t *testing.T, values map[string]any, apiVersions ...string) (rendere
 		t.Fatal(err)
 	}
 	install.KubeVersion = kv
-	rel, err := install.Run(loadChart(t), values)
+	rel, err := install.Run(c, values)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +104,7 @@ func (r rendered) get(kind, name string) *unstructured.Unstructured {
 	return nil
 }
 
+// kinds returns "<kind>/<name>" of each object, sorted.
 func (r rendered) kinds() []string {
 	var out []string
 	for _, u := range r {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +47,52 @@ type release struct {
 	managerArgs []string
 	// serviceAccountKubeconfig authenticates as the operator's ServiceAccount.
 	serviceAccountKubeconfig string
+	// testHook is the chart's `helm test` hook.
+	testHook *TestHook
+}
+
+// TestHook is the chart's `helm test` hook: the objects Helm creates before its Pod, and the Pod's
+// ServiceAccount and container arguments. Nothing runs pods here: a test creates the objects and
+// runs the manager binary with the arguments, as the ServiceAccount.
+type TestHook struct {
+	Objects        []*unstructured.Unstructured
+	ServiceAccount string
+	Args           []string
+}
+
+// ChartTestHook returns the test hook of the chart InstallChart installed.
+func (c *Cluster) ChartTestHook() *TestHook { return c.chart.testHook }
+
+// testHook parses the release's test hooks.
+func testHook(hooks []*helmrelease.Hook) (*TestHook, error) {
+	h := &TestHook{}
+	for _, hook := range hooks {
+		if !slices.Contains(hook.Events, helmrelease.HookTest) {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(hook.Manifest), &u.Object); err != nil {
+			return nil, fmt.Errorf("hook %s: %w", hook.Path, err)
+		}
+		if u.GetKind() != "Pod" {
+			h.Objects = append(h.Objects, u)
+			continue
+		}
+		h.ServiceAccount, _, _ = unstructured.NestedString(u.Object, "spec", "serviceAccountName")
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "containers")
+		if len(containers) != 1 {
+			return nil, fmt.Errorf("test pod %s: want one container, got %d", u.GetName(), len(containers))
+		}
+		args, _, err := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		if err != nil {
+			return nil, err
+		}
+		h.Args = args
+	}
+	if h.Args == nil {
+		return nil, errors.New("the release has no test pod")
+	}
+	return h, nil
 }
 
 // Helm returns a Helm action configuration for the cluster (releases stored in Secrets, as the helm
@@ -93,7 +141,11 @@ func (c *Cluster) InstallChart(values map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.chart = &release{managerArgs: args, serviceAccountKubeconfig: kubeconfig}
+	hook, err := testHook(rel.Hooks)
+	if err != nil {
+		return "", err
+	}
+	c.chart = &release{managerArgs: args, serviceAccountKubeconfig: kubeconfig, testHook: hook}
 	c.mountSecret(WebhookSecret)
 	return kubeconfig, nil
 }
