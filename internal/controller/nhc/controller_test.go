@@ -136,6 +136,9 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := newNHC(ctx, group)
 		cr := newCR(ctx, n, sick.Name)
 		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		// Detected also when its CR existed before the node was first listed (the remediation
+		// controller is often first).
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
 
 		setReady(ctx, sick, corev1.ConditionTrue, 0)
 		Eventually(func() *metav1.Time {

@@ -46,14 +46,15 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 
 	r.emitUpgradeEvents(old, updated)
 
-	// A node newly listed as unhealthy without CRs, whether or not its remediation may start (the
-	// public operator's note on the NodeHealthCheck, and one on the node).
+	// A node newly listed as unhealthy, whether or not its remediation may start, and also when the
+	// remediation controller created its CR before this status write (the public operator's note on
+	// the NodeHealthCheck, and one on the node).
 	listed := map[string]bool{}
 	for _, n := range old.Status.UnhealthyNodes {
 		listed[n.Name] = true
 	}
 	for _, n := range d.Nodes {
-		if listed[n.Name] || !n.Listed() || (n.Action != health.StartRemediation && n.Action != health.Skip) {
+		if listed[n.Name] || !n.Listed() || n.Action == health.Recovered || n.Action == health.HealthyDelayed {
 			continue
 		}
 		m := n.Health.Matched
