@@ -156,7 +156,11 @@ func TestDefaultRender(t *testing.T) {
 		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
 		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
 		"ServiceAccount/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
+		// The helm test hook.
+		"ClusterRole/nhc-node-healthcheck-self-test", "ClusterRoleBinding/nhc-node-healthcheck-self-test", "Pod/nhc-node-healthcheck-self-test",
+		"ServiceAccount/nhc-node-healthcheck-self-test",
 	}
+	slices.Sort(want)
 	if got := r.kinds(); !slices.Equal(got, want) {
 		t.Errorf("objects:\n got %v\nwant %v", got, want)
 	}
