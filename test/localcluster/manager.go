@@ -17,7 +17,9 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Manager is a running manager process.
@@ -175,7 +177,31 @@ func (m *Manager) publish(ctx context.Context) error {
 	if err := m.cluster.k8s.Create(ctx, slice); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("publishing the webhook endpoint: %w", err)
 	}
-	return nil
+	return m.cluster.waitForWebhooks(ctx)
+}
+
+// waitForWebhooks waits until the API server calls the NodeHealthCheck webhooks: it resolves the
+// Service's endpoints from its own informer, which sees a new EndpointSlice a moment after it is
+// created (a pod's endpoint, likewise, serves a moment after the pod is ready). A server-side dry
+// run of a NodeHealthCheck either reaches a webhook (admitted or refused by its rules) or fails
+// calling it.
+func (c *Cluster) waitForWebhooks(ctx context.Context) error {
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck",
+		"metadata": map[string]any{"name": "localcluster-webhook-probe"},
+		"spec":     map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"localcluster": "probe"}}},
+	}}
+	for {
+		err := c.k8s.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "failed calling webhook") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the API server does not reach the webhooks: %w", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (m *Manager) unpublish() {
