@@ -342,9 +342,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		e.NewCR(ctx, n, running.Name)
 		Eventually(nodeLease(ctx, running.Name)).Should(HaveField("Spec.HolderIdentity", PointTo(Equal("NodeHealthCheck-"+n.Name))))
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-		n.Spec.PauseRequests = nil
-		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		pause(ctx, n)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 })

@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -53,6 +55,14 @@ func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, witness 
 		return e.K8s.Status().Update(ctx, got)
 	}).Should(Succeed())
 	Eventually(testCRs(ctx, witness)).Should(BeEmpty(), "the remediation controller read the forged status")
+}
+
+// pause sets the NodeHealthCheck's pauseRequests (none: resumes it) with a merge patch, which the
+// controllers' status writes cannot make conflict.
+func pause(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, requests ...string) {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"pauseRequests": requests}})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(e.K8s.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
 func eventNotes(ctx context.Context, regarding, reason string) func() []string {
@@ -127,18 +137,14 @@ var _ = Describe("Status is a report, not a command", func() {
 			n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour}
 		})
 		delayedWitness(ctx, n, witness)
-		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-		n.Spec.PauseRequests = []string{"hold"}
-		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		pause(ctx, n, "hold")
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
 		// Unhealthy and held back by the pause: its CR shows the remediation controller looked once
 		// the pause ended.
 		held := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		// An entry written while the node was unhealthy, then the node recovered and the pause ended.
 		forge(ctx, n, witness.Name, node.Name)
-		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-		n.Spec.PauseRequests = nil
-		Expect(e.K8s.Update(ctx, n)).To(Succeed())
+		pause(ctx, n)
 		Eventually(testCRs(ctx, held.Name)).Should(HaveLen(1), "the remediation controller looked once the pause ended")
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(held.Name))
 		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
