@@ -139,15 +139,24 @@ func TestChartFilesMatchTheGeneratedManifests(t *testing.T) {
 	}
 }
 
+// API versions a cluster with cert-manager, or with the Prometheus operator, serves (as Helm's
+// .Capabilities.APIVersions lists them from discovery).
+var (
+	certManagerAPI = []string{"cert-manager.io/v1", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"}
+	monitoringAPI  = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+)
+
+// With no values on a bare cluster (no cert-manager, no Prometheus operator) the chart renders only
+// what such a cluster serves: the operator makes its own webhook certificate.
 func TestDefaultRender(t *testing.T) {
 	r := mustRender(t, nil)
 	want := []string{
-		"Certificate/nhc-node-healthcheck-webhook", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
+		"ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
 		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
-		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned",
+		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck",
 		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
 		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
-		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Secret/nhc-node-healthcheck-webhook-cert", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
 		"ServiceAccount/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
 	}
 	if got := r.kinds(); !slices.Equal(got, want) {
@@ -159,6 +168,106 @@ func TestDefaultRender(t *testing.T) {
 	}
 	if ns := r.get("Namespace", "medik8s-leases"); ns.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 		t.Error("the shared lease namespace must be kept on uninstall")
+	}
+}
+
+// With no values on a cluster that serves cert-manager and the Prometheus operator, cert-manager
+// issues the webhook certificate and a ServiceMonitor is created (not the PrometheusRule, whose
+// operator-down alert needs a Prometheus that scrapes the operator).
+func TestDefaultRenderWithCertManagerAndPrometheusOperator(t *testing.T) {
+	r := mustRender(t, nil, append(certManagerAPI, monitoringAPI...)...)
+	want := []string{
+		"Certificate/nhc-node-healthcheck-webhook", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
+		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
+		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned",
+		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
+		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
+		"ServiceAccount/nhc-node-healthcheck", "ServiceMonitor/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
+	}
+	if got := r.kinds(); !slices.Equal(got, want) {
+		t.Errorf("objects:\n got %v\nwant %v", got, want)
+	}
+}
+
+// certificateSource tells where the rendered release gets its webhook certificate from: "cert-manager",
+// "self-managed" or "none", and fails the test when the objects, the manager's arguments, the CA
+// injection and the Secret access disagree about it.
+func certificateSource(t *testing.T, r rendered) string {
+	t.Helper()
+	certManager := r.get("Certificate", "nhc-node-healthcheck-webhook") != nil
+	secret := r.get("Secret", "nhc-node-healthcheck-webhook-cert") != nil
+	selfManagedArg := slices.Contains(deploymentArgs(t, r), "--webhook-cert-secret=node-healthcheck/nhc-node-healthcheck-webhook-cert")
+	webhooks := r.get("ValidatingWebhookConfiguration", "nhc-node-healthcheck-validating")
+	injected := webhooks != nil && webhooks.GetAnnotations()["cert-manager.io/inject-ca-from"] != ""
+	secretAccess := strings.Contains(toYAML(t, r.get("Role", "nhc-node-healthcheck-leader-election")), "secrets")
+	switch {
+	case certManager && injected && !secret && !selfManagedArg && !secretAccess:
+		return "cert-manager"
+	case !certManager && !injected && secret && selfManagedArg && secretAccess:
+		return "self-managed"
+	case webhooks == nil && !certManager && !injected && !secret && !selfManagedArg && !secretAccess:
+		return "none"
+	}
+	t.Fatalf("inconsistent: Certificate %v, CA injection %v, chart's Secret %v, --webhook-cert-secret %v, Secret access %v",
+		certManager, injected, secret, selfManagedArg, secretAccess)
+	return ""
+}
+
+// certManager.enabled: auto (the default) follows what the cluster serves; true and false force.
+func TestCertificateSourceFollowsTheCluster(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		values      map[string]any
+		apiVersions []string
+		want        string
+	}{
+		{"defaults, bare cluster", nil, nil, "self-managed"},
+		{"defaults, cert-manager served", nil, certManagerAPI, "cert-manager"},
+		{"auto, bare cluster", map[string]any{"certManager": map[string]any{"enabled": "auto"}}, nil, "self-managed"},
+		{"auto, cert-manager served", map[string]any{"certManager": map[string]any{"enabled": "auto"}}, certManagerAPI, "cert-manager"},
+		{"true, bare cluster", map[string]any{"certManager": map[string]any{"enabled": true}}, nil, "cert-manager"},
+		{"false, cert-manager served", map[string]any{"certManager": map[string]any{"enabled": false}}, certManagerAPI, "self-managed"},
+		{"an issuer, cert-manager served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}, certManagerAPI, "cert-manager"},
+		{"webhooks off, cert-manager served", map[string]any{"webhooks": map[string]any{"enabled": false}}, certManagerAPI, "none"},
+		{"webhooks off, cert-manager forced", map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": true}}, nil, "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := certificateSource(t, mustRender(t, tt.values, tt.apiVersions...)); got != tt.want {
+				t.Errorf("webhook certificate from %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The ServiceMonitor and the PrometheusRule are created when forced, or with auto when the cluster
+// serves their kinds; never without metrics unless forced (which fails, see TestContradictoryValuesFail).
+func TestMonitoringFollowsTheCluster(t *testing.T) {
+	for _, tt := range []struct {
+		name                   string
+		values                 map[string]any
+		apiVersions            []string
+		serviceMonitor, alerts bool
+	}{
+		{"defaults, bare cluster", nil, nil, false, false},
+		{"defaults, Prometheus operator", nil, monitoringAPI, true, false},
+		{"auto, bare cluster", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}}, nil, false, false},
+		{"auto, Prometheus operator", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}}, monitoringAPI, true, true},
+		{"auto, only ServiceMonitors served", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}},
+			[]string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor"}, true, false},
+		{"forced, bare cluster", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}}, nil, true, true},
+		{"off, Prometheus operator", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": false}}}, monitoringAPI, false, false},
+		{"auto without metrics, Prometheus operator", map[string]any{"metrics": map[string]any{"enabled": false, "prometheusRule": map[string]any{"enabled": "auto"}}}, monitoringAPI, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRender(t, tt.values, tt.apiVersions...)
+			if got := r.get("ServiceMonitor", "nhc-node-healthcheck") != nil; got != tt.serviceMonitor {
+				t.Errorf("ServiceMonitor rendered: %v, want %v", got, tt.serviceMonitor)
+			}
+			if got := r.get("PrometheusRule", "nhc-node-healthcheck") != nil; got != tt.alerts {
+				t.Errorf("PrometheusRule rendered: %v, want %v", got, tt.alerts)
+			}
+		})
 	}
 }
 

@@ -1,0 +1,131 @@
+package chart
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+	"github.com/medik8s/node-healthcheck/test/localcluster"
+)
+
+// With no values at all the chart installs on a bare cluster, one that serves neither cert-manager
+// nor the Prometheus operator, and admission works: the manager, run with the chart's arguments as
+// the chart's ServiceAccount (only the chart's RBAC), makes its own webhook certificate into the
+// chart's Secret, injects its CA into the chart's webhook configurations and, once the certificate is
+// mounted (localcluster mirrors the Secret as the kubelet would), answers the API server through the
+// chart's webhook Service: an invalid NodeHealthCheck is refused by the webhook, a valid one is
+// defaulted and admitted. (TestInstallUpgradeUninstall installs the same defaults where cert-manager's
+// CRDs are served.)
+func TestDefaultInstallOnABareCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	bin := managerBinary(t)
+	lc, err := localcluster.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lc.Stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, remediationv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k8s, err := client.New(lc.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	groups, err := discovery.NewDiscoveryClientForConfigOrDie(lc.Config).ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups.Groups {
+		if g.Name == "cert-manager.io" || g.Name == "monitoring.coreos.com" {
+			t.Fatalf("the cluster is not bare: it serves %s", g.Name)
+		}
+	}
+
+	if _, err := lc.InstallChart(nil); err != nil {
+		t.Fatalf("installing the chart with no values on a bare cluster: %v", err)
+	}
+	log := &bytes.Buffer{}
+	m, err := lc.StartManager(localcluster.ManagerOptions{Binary: bin, Output: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			if err := m.Stop(30 * time.Second); err != nil {
+				t.Errorf("manager exit: %v", err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			t.Logf("manager (args %v):\n%s", m.Args, log.String())
+		}
+	})
+	for _, a := range []string{"--webhook-cert-secret=node-healthcheck/nhc-node-healthcheck-webhook-cert", "--enable-webhooks=true"} {
+		if !slices.Contains(m.Args, a) {
+			t.Fatalf("the chart's defaults on a bare cluster do not run the manager with %s: %v", a, m.Args)
+		}
+	}
+
+	secret := &corev1.Secret{}
+	waitFor(t, "the operator to fill the chart's certificate Secret", func() bool {
+		return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: localcluster.WebhookSecret}, secret) == nil &&
+			len(secret.Data["tls.crt"]) > 0 && len(secret.Data["ca.crt"]) > 0
+	})
+	waitFor(t, "the CA in both of the chart's webhook configurations", func() bool {
+		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		validating := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		return k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-mutating"}, mutating) == nil &&
+			k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-validating"}, validating) == nil &&
+			bytes.Equal(mutating.Webhooks[0].ClientConfig.CABundle, secret.Data["ca.crt"]) &&
+			bytes.Equal(validating.Webhooks[0].ClientConfig.CABundle, secret.Data["ca.crt"])
+	})
+	if err := m.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A rule only the webhook checks (the template kind's scope) shows that the webhook answers.
+	invalid := testutil.NewNHC("bare-invalid")
+	invalid.Spec.RemediationTemplate.Namespace = ""
+	err = k8s.Create(ctx, invalid)
+	if err == nil || !strings.Contains(err.Error(), `admission webhook "vnodehealthcheck.kb.io" denied the request`) ||
+		!strings.Contains(err.Error(), "spec.remediationTemplate.namespace") {
+		t.Errorf("an NHC only the webhook refuses: got %v, want the webhook's refusal", err)
+	}
+	valid := testutil.NewNHC("bare-valid")
+	valid.Spec.MinHealthy = nil
+	if err := k8s.Create(ctx, valid); err != nil {
+		t.Fatalf("a valid NHC through the webhooks: %v", err)
+	}
+	if valid.Spec.MinHealthy == nil {
+		t.Error("the defaulting webhook did not set minHealthy")
+	}
+
+	stop()
+	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
+		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
+	}
+}
