@@ -149,6 +149,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		{"admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", full + "-validating"},
 		{"cert-manager.io/v1", "Certificate", namespace, full + "-webhook"},
 		{"cert-manager.io/v1", "Issuer", namespace, full + "-selfsigned"},
+		{"cert-manager.io/v1", "Certificate", namespace, full + "-webhook-ca"},
+		{"cert-manager.io/v1", "Issuer", namespace, full + "-webhook-ca"},
 	}
 	monitoring := [][4]string{
 		{"monitoring.coreos.com/v1", "ServiceMonitor", namespace, full},

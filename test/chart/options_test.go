@@ -67,7 +67,7 @@ func TestWebhookWiring(t *testing.T) {
 		if cfg == nil {
 			t.Fatalf("%s missing", kind)
 		}
-		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "node-healthcheck/nhc-node-healthcheck-webhook" {
+		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "node-healthcheck/nhc-node-healthcheck-webhook-ca" {
 			t.Errorf("%s: CA injection annotation %v", kind, cfg.GetAnnotations())
 		}
 		y := toYAML(t, cfg)
@@ -89,13 +89,15 @@ func TestWebhookWiring(t *testing.T) {
 func TestOptionSets(t *testing.T) {
 	t.Run("existing issuer", func(t *testing.T) {
 		r := mustRender(t, map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}, certManagerAPI...)
-		if r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil || !strings.Contains(toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "name: corp-ca") {
+		if r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil || r.get("Issuer", "nhc-node-healthcheck-webhook-ca") != nil ||
+			r.get("Certificate", "nhc-node-healthcheck-webhook-ca") != nil || !strings.Contains(toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "name: corp-ca") {
 			t.Error("an existing issuer replaces the self-signed one")
 		}
 	})
 	t.Run("self-managed certificates", func(t *testing.T) {
 		r := mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}})
-		if r.get("Certificate", "nhc-node-healthcheck-webhook") != nil || r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil {
+		if r.get("Certificate", "nhc-node-healthcheck-webhook") != nil || r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil ||
+			r.get("Certificate", "nhc-node-healthcheck-webhook-ca") != nil || r.get("Issuer", "nhc-node-healthcheck-webhook-ca") != nil {
 			t.Error("no cert-manager objects without cert-manager")
 		}
 		if r.get("Secret", "nhc-node-healthcheck-webhook-cert") == nil {
