@@ -10,9 +10,13 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -61,7 +65,8 @@ func TestDefaultInstallOnABareCluster(t *testing.T) {
 		}
 	}
 
-	if _, err := lc.InstallChart(nil); err != nil {
+	saKubeconfig, err := lc.InstallChart(nil)
+	if err != nil {
 		t.Fatalf("installing the chart with no values on a bare cluster: %v", err)
 	}
 	log := &bytes.Buffer{}
@@ -127,5 +132,63 @@ func TestDefaultInstallOnABareCluster(t *testing.T) {
 	stop()
 	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
 		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
+	}
+	readsOnlyByName(t, saKubeconfig)
+}
+
+// readsOnlyByName checks, as the chart's ServiceAccount, that the chart's RBAC lets the operator
+// read its certificate Secret and its webhook configurations only by name: a list or watch with a
+// metadata.name field selector for them is allowed (what the manager's informers send), any other
+// list is forbidden. So the manager that just ran without a refusal read nothing else.
+func readsOnlyByName(t *testing.T, saKubeconfig string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", saKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	byName := func(name string) metav1.ListOptions {
+		return metav1.ListOptions{FieldSelector: "metadata.name=" + name}
+	}
+	lists := []struct {
+		what    string
+		list    func(metav1.ListOptions) error
+		allowed string
+	}{
+		{"Secrets in the release namespace", func(o metav1.ListOptions) error {
+			_, err := cs.CoreV1().Secrets(namespace).List(ctx, o)
+			return err
+		}, localcluster.WebhookSecret},
+		{"validating webhook configurations", func(o metav1.ListOptions) error {
+			_, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, o)
+			return err
+		}, "nhc-node-healthcheck-validating"},
+		{"mutating webhook configurations", func(o metav1.ListOptions) error {
+			_, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, o)
+			return err
+		}, "nhc-node-healthcheck-mutating"},
+	}
+	for _, l := range lists {
+		if err := l.list(byName(l.allowed)); err != nil {
+			t.Errorf("listing %s by the name %s: %v", l.what, l.allowed, err)
+		}
+		for _, o := range []metav1.ListOptions{{}, byName("sh.helm.release.v1.nhc.v1")} {
+			if err := l.list(o); !apierrors.IsForbidden(err) {
+				t.Errorf("listing %s with field selector %q: got %v, want forbidden", l.what, o.FieldSelector, err)
+			}
+		}
+	}
+	w, err := cs.CoreV1().Secrets(namespace).Watch(ctx, byName(localcluster.WebhookSecret))
+	if err != nil {
+		t.Errorf("watching the certificate Secret by name: %v", err)
+	} else {
+		w.Stop()
+	}
+	if _, err := cs.CoreV1().Secrets(namespace).Watch(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("watching every Secret of the release namespace: got %v, want forbidden", err)
 	}
 }

@@ -34,6 +34,11 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 				if slices.ContainsFunc(rule.Resources, func(r string) bool { return strings.HasPrefix(r, "clusterrole") || strings.HasPrefix(r, "role") }) {
 					t.Errorf("%s: %s %s manages RBAC: %+v", name, u.GetKind(), u.GetName(), rule)
 				}
+				if slices.ContainsFunc(rule.Resources, func(r string) bool {
+					return r == "secrets" || r == "mutatingwebhookconfigurations" || r == "validatingwebhookconfigurations"
+				}) && len(rule.ResourceNames) == 0 {
+					t.Errorf("%s: %s %s grants Secrets or webhook configurations beyond the release's own (no resourceNames): %+v", name, u.GetKind(), u.GetName(), rule)
+				}
 				if u.GetKind() == "ClusterRole" && slices.ContainsFunc(rule.Resources, func(r string) bool {
 					return r == "leases" || r == "configmaps" || r == "pods" || r == "poddisruptionbudgets" || r == "secrets"
 				}) {
