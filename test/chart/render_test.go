@@ -15,7 +15,10 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -370,4 +373,96 @@ func TestReadmeDocumentsEveryValue(t *testing.T) {
 		}
 	}
 	walk("", values)
+}
+
+// readableBy tells whether a process of the pod can read a file of a secret volume, as the kubelet
+// lays such files out (pkg/volume/volume_linux.go, SetVolumeOwnership; secret volumes are read-only
+// and get no fsUser): owned by root with the volume's mode; with an fsGroup, group-owned by it with
+// group read added (mode | 0440). The containers run as runAsUser with runAsGroup and, as a
+// supplementary group, the fsGroup.
+func readableBy(sec *corev1.PodSecurityContext, mode int32) bool {
+	if sec.RunAsUser == nil || *sec.RunAsUser == 0 {
+		return true // root reads anything
+	}
+	fileGroup := int64(0)
+	if sec.FSGroup != nil {
+		fileGroup, mode = *sec.FSGroup, mode|0o440
+	}
+	groups := []int64{}
+	if sec.RunAsGroup != nil {
+		groups = append(groups, *sec.RunAsGroup)
+	}
+	if sec.FSGroup != nil {
+		groups = append(groups, *sec.FSGroup)
+	}
+	return mode&0o004 != 0 || (slices.Contains(groups, fileGroup) && mode&0o040 != 0)
+}
+
+// The webhook certificate volume mounts only tls.crt and tls.key (not the CA nor, without
+// cert-manager, the CA's key, which the operator reads through the API), with mode 0400; the pod
+// runs as the image's non-root user 65532 with fsGroup 65532, without which a 0400 file would be
+// root's alone and the manager could not read its key. On OpenShift the security context
+// constraints assign the user and the fsGroup (an explicit 65532 would be refused there).
+func TestCertificateVolumeIsReadableByTheOperatorOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		apiVersions []string
+		optional    bool
+		openshift   bool
+	}{
+		{"self-managed", nil, true, false},
+		{"cert-manager", certManagerAPI, false, false},
+		{"self-managed on OpenShift", []string{"security.openshift.io/v1"}, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mustRender(t, nil, tt.apiVersions...).get("Deployment", "nhc-node-healthcheck").Object, d); err != nil {
+				t.Fatal(err)
+			}
+			pod := d.Spec.Template.Spec
+			var secrets []corev1.Volume
+			for _, v := range pod.Volumes {
+				if v.Secret != nil {
+					secrets = append(secrets, v)
+				}
+			}
+			if len(secrets) != 1 || secrets[0].Secret.SecretName != "nhc-node-healthcheck-webhook-cert" {
+				t.Fatalf("secret volumes %+v, want the webhook certificate's only", secrets)
+			}
+			v := secrets[0].Secret
+			if v.DefaultMode == nil || *v.DefaultMode != 0o400 {
+				t.Errorf("defaultMode %v, want 0400", v.DefaultMode)
+			}
+			if want := []corev1.KeyToPath{{Key: "tls.crt", Path: "tls.crt"}, {Key: "tls.key", Path: "tls.key"}}; !slices.Equal(v.Items, want) {
+				t.Errorf("items %+v, want %+v", v.Items, want)
+			}
+			// The operator fills its own Secret from this very pod: the volume must mount while it is
+			// empty (a missing key of a required volume blocks the pod). cert-manager's must exist.
+			if got := v.Optional != nil && *v.Optional; got != tt.optional {
+				t.Errorf("optional %v, want %v", got, tt.optional)
+			}
+			sec := pod.SecurityContext
+			if tt.openshift {
+				if sec.RunAsUser != nil || sec.RunAsGroup != nil || sec.FSGroup != nil {
+					t.Errorf("on OpenShift the SCC assigns user and fsGroup; the chart sets %+v", sec)
+				}
+				return
+			}
+			if sec.RunAsUser == nil || *sec.RunAsUser != 65532 || sec.RunAsGroup == nil || *sec.RunAsGroup != 65532 {
+				t.Errorf("pod user %v group %v, want the image's 65532", sec.RunAsUser, sec.RunAsGroup)
+			}
+			if !readableBy(sec, *v.DefaultMode) {
+				t.Errorf("the manager (security context %+v) cannot read a file of mode %o", sec, *v.DefaultMode)
+			}
+			noFSGroup := sec.DeepCopy()
+			noFSGroup.FSGroup = nil
+			if readableBy(noFSGroup, *v.DefaultMode) {
+				t.Error("the check is void: without fsGroup a 0400 root file must be unreadable by 65532")
+			}
+		})
+	}
+	d := mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}}).get("Deployment", "nhc-node-healthcheck")
+	if strings.Contains(toYAML(t, d), "secretName") {
+		t.Error("without webhooks no Secret is mounted")
+	}
 }
