@@ -31,6 +31,9 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 						t.Errorf("%s: %s %s has a wildcard: %+v", name, u.GetKind(), u.GetName(), rule)
 					}
 				}
+				if slices.Contains(rule.Resources, "namespaces") {
+					t.Errorf("%s: %s %s grants namespaces (the chart creates the lease namespace): %+v", name, u.GetKind(), u.GetName(), rule)
+				}
 				if slices.ContainsFunc(rule.Resources, func(r string) bool { return strings.HasPrefix(r, "clusterrole") || strings.HasPrefix(r, "role") }) {
 					t.Errorf("%s: %s %s manages RBAC: %+v", name, u.GetKind(), u.GetName(), rule)
 				}
