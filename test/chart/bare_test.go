@@ -130,8 +130,16 @@ func TestDefaultInstallOnABareCluster(t *testing.T) {
 	}
 
 	stop()
-	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
-		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
+	// No remediator is installed, so nothing grants the operator its template kind (test.medik8s.io):
+	// reading the valid NodeHealthCheck's template is refused, as it should be. Nothing else may be.
+	var refused []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.Contains(strings.ToLower(line), "forbidden") && !strings.Contains(line, `in API group \"test.medik8s.io\"`) {
+			refused = append(refused, line)
+		}
+	}
+	if len(refused) > 0 {
+		t.Errorf("the manager was refused something:\n%s", strings.Join(refused, "\n"))
 	}
 	readsOnlyByName(t, saKubeconfig)
 }
