@@ -4,6 +4,11 @@
 // writes the CA into the webhook configurations' caBundle. The Secret is mounted as the webhook
 // server's certificate folder; the webhook server starts once the kubelet has mounted the
 // certificate, and the pod becomes ready then.
+//
+// The operator reads that Secret and those webhook configurations by name only: the rotator's
+// informers ask for them with a metadata.name field selector (see nameScoped), which RBAC rules
+// with resourceNames authorize, so the operator needs no right to list or watch other Secrets or
+// webhook configurations.
 package webhookcert
 
 import (
@@ -11,11 +16,14 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -93,7 +101,14 @@ func AddRotator(mgr ctrl.Manager, o Options, ready chan struct{}) error {
 	}
 	dns := fmt.Sprintf("%s.%s.svc", o.Service.Name, o.Service.Namespace)
 	writer := &bundlingClient{Client: mgr.GetClient(), reader: mgr.GetAPIReader(), secret: o.Secret, now: time.Now}
-	return rotator.AddRotator(managerWithClient{Manager: mgr, client: writer}, &rotator.CertRotator{
+	// The rotator builds its own cache from GetConfig(); its informers list and watch only our
+	// objects.
+	config := nameScoped(mgr.GetConfig(), map[string]string{
+		"/api/v1/namespaces/" + o.Secret.Namespace + "/secrets":                 o.Secret.Name,
+		"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations":   o.Mutating,
+		"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations": o.Validating,
+	})
+	return rotator.AddRotator(managerWithClient{Manager: mgr, client: writer, config: config}, &rotator.CertRotator{
 		SecretKey:      o.Secret,
 		CertDir:        o.CertDir,
 		CAName:         "node-healthcheck-webhook-ca",
@@ -114,14 +129,56 @@ func AddRotator(mgr ctrl.Manager, o Options, ready chan struct{}) error {
 	})
 }
 
-// managerWithClient hands the rotator a client of our choice: the rotator writes through
-// GetClient().
+// managerWithClient hands the rotator a client and a configuration of our choice: the rotator
+// writes through GetClient() and builds its cache from GetConfig().
 type managerWithClient struct {
 	ctrl.Manager
 	client client.Client
+	config *rest.Config
 }
 
 func (m managerWithClient) GetClient() client.Client { return m.client }
+
+func (m managerWithClient) GetConfig() *rest.Config { return m.config }
+
+// nameScoped returns a copy of cfg whose list and watch requests of the given collections (URL
+// paths, without the API server's path prefix, mapped to an object name) ask only for the object of
+// that name, with the field selector metadata.name=<name>. The API server authorizes such a request
+// like a get of that name, so RBAC rules with resourceNames allow it. cert-controller's rotator
+// creates its cache itself and takes no per-object options, hence a transport.
+func nameScoped(cfg *rest.Config, names map[string]string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return &nameScopedTransport{next: next, names: names}
+	})
+	return cfg
+}
+
+type nameScopedTransport struct {
+	next  http.RoundTripper
+	names map[string]string
+}
+
+func (t *nameScopedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		return t.next.RoundTrip(req)
+	}
+	for collection, name := range t.names {
+		if !strings.HasSuffix(req.URL.Path, collection) {
+			continue
+		}
+		selector := "metadata.name=" + name
+		query := req.URL.Query()
+		if existing := query.Get("fieldSelector"); existing != "" {
+			selector = existing + "," + selector
+		}
+		query.Set("fieldSelector", selector)
+		req = req.Clone(req.Context())
+		req.URL.RawQuery = query.Encode()
+		break
+	}
+	return t.next.RoundTrip(req)
+}
 
 // bundlingClient keeps the CAs that have not expired in the certificate Secret's ca.crt when the
 // rotator writes a new one.

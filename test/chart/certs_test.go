@@ -25,8 +25,9 @@ import (
 
 // Without cert-manager the operator makes its own CA and serving certificate into the chart's
 // Secret, writes the CA into the chart's webhook configurations, and serves the webhooks once the
-// certificate is mounted (here the test copies the Secret into the certificate folder, as the kubelet
-// would), with a certificate that clients verify for the webhook Service's name.
+// certificate is mounted (here the test copies into the certificate folder the Secret's keys that
+// the Deployment's volume mounts, tls.crt and tls.key only, as the kubelet would), with a certificate
+// that clients verify for the webhook Service's name.
 func TestSelfManagedWebhookCertificate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -75,8 +76,15 @@ func TestSelfManagedWebhookCertificate(t *testing.T) {
 	if ready(probe) {
 		t.Error("ready before the certificate was mounted")
 	}
-	for _, f := range []string{"tls.crt", "tls.key", "ca.crt", "ca.key"} {
-		if err := os.WriteFile(filepath.Join(certDir, f), secret.Data[f], 0o600); err != nil {
+	keys, err := localcluster.SecretVolumeKeys(rel.Manifest, "nhc-node-healthcheck-webhook-cert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"tls.crt", "tls.key"}) {
+		t.Fatalf("the Deployment mounts the Secret's keys %v, want tls.crt and tls.key only", keys)
+	}
+	for _, f := range keys {
+		if err := os.WriteFile(filepath.Join(certDir, f), secret.Data[f], 0o400); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -149,6 +149,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		{"admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", full + "-validating"},
 		{"cert-manager.io/v1", "Certificate", namespace, full + "-webhook"},
 		{"cert-manager.io/v1", "Issuer", namespace, full + "-selfsigned"},
+		{"cert-manager.io/v1", "Certificate", namespace, full + "-webhook-ca"},
+		{"cert-manager.io/v1", "Issuer", namespace, full + "-webhook-ca"},
 	}
 	monitoring := [][4]string{
 		{"monitoring.coreos.com/v1", "ServiceMonitor", namespace, full},
@@ -157,10 +159,13 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 
 	t.Run("install with the defaults", func(t *testing.T) {
 		c.install(t, nil)
-		c.expect(t, true, append(webhooks, crd, deployment,
+		// cert-manager and the Prometheus operator are served: cert-manager issues the certificate
+		// (the chart creates no Secret for the operator to fill) and a ServiceMonitor is created.
+		c.expect(t, true, append(webhooks, crd, deployment, monitoring[0],
 			[4]string{"v1", "Namespace", "", "medik8s-leases"},
 			[4]string{"rbac.authorization.k8s.io/v1", "Role", "medik8s-leases", full + "-node-leases"},
 			[4]string{"policy/v1", "PodDisruptionBudget", namespace, full})...)
+		c.expect(t, false, monitoring[1], [4]string{"v1", "Secret", namespace, full + "-webhook-cert"})
 		d := &appsv1.Deployment{}
 		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: full}, d); err != nil {
 			t.Fatal(err)

@@ -13,8 +13,9 @@ import (
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	for name, r := range map[string]rendered{
 		"defaults":             mustRender(t, nil),
+		"cert-manager":         mustRender(t, nil, certManagerAPI...),
 		"openshift":            mustRender(t, nil, "config.openshift.io/v1"),
-		"self-managed webhook": mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}}),
+		"self-managed webhook": mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}}, certManagerAPI...),
 	} {
 		for _, u := range r {
 			if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
@@ -30,8 +31,16 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 						t.Errorf("%s: %s %s has a wildcard: %+v", name, u.GetKind(), u.GetName(), rule)
 					}
 				}
+				if slices.Contains(rule.Resources, "namespaces") {
+					t.Errorf("%s: %s %s grants namespaces (the chart creates the lease namespace): %+v", name, u.GetKind(), u.GetName(), rule)
+				}
 				if slices.ContainsFunc(rule.Resources, func(r string) bool { return strings.HasPrefix(r, "clusterrole") || strings.HasPrefix(r, "role") }) {
 					t.Errorf("%s: %s %s manages RBAC: %+v", name, u.GetKind(), u.GetName(), rule)
+				}
+				if slices.ContainsFunc(rule.Resources, func(r string) bool {
+					return r == "secrets" || r == "mutatingwebhookconfigurations" || r == "validatingwebhookconfigurations"
+				}) && len(rule.ResourceNames) == 0 {
+					t.Errorf("%s: %s %s grants Secrets or webhook configurations beyond the release's own (no resourceNames): %+v", name, u.GetKind(), u.GetName(), rule)
 				}
 				if u.GetKind() == "ClusterRole" && slices.ContainsFunc(rule.Resources, func(r string) bool {
 					return r == "leases" || r == "configmaps" || r == "pods" || r == "poddisruptionbudgets" || r == "secrets"
@@ -60,13 +69,13 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 }
 
 func TestWebhookWiring(t *testing.T) {
-	r := mustRender(t, nil)
+	r := mustRender(t, nil, certManagerAPI...)
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
 		var cfg = r.get(kind, map[string]string{"MutatingWebhookConfiguration": "nhc-node-healthcheck-mutating", "ValidatingWebhookConfiguration": "nhc-node-healthcheck-validating"}[kind])
 		if cfg == nil {
 			t.Fatalf("%s missing", kind)
 		}
-		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "node-healthcheck/nhc-node-healthcheck-webhook" {
+		if cfg.GetAnnotations()["cert-manager.io/inject-ca-from"] != "node-healthcheck/nhc-node-healthcheck-webhook-ca" {
 			t.Errorf("%s: CA injection annotation %v", kind, cfg.GetAnnotations())
 		}
 		y := toYAML(t, cfg)
@@ -87,14 +96,16 @@ func TestWebhookWiring(t *testing.T) {
 
 func TestOptionSets(t *testing.T) {
 	t.Run("existing issuer", func(t *testing.T) {
-		r := mustRender(t, map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}})
-		if r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil || !strings.Contains(toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "name: corp-ca") {
+		r := mustRender(t, map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}, certManagerAPI...)
+		if r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil || r.get("Issuer", "nhc-node-healthcheck-webhook-ca") != nil ||
+			r.get("Certificate", "nhc-node-healthcheck-webhook-ca") != nil || !strings.Contains(toYAML(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "name: corp-ca") {
 			t.Error("an existing issuer replaces the self-signed one")
 		}
 	})
 	t.Run("self-managed certificates", func(t *testing.T) {
 		r := mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}})
-		if r.get("Certificate", "nhc-node-healthcheck-webhook") != nil || r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil {
+		if r.get("Certificate", "nhc-node-healthcheck-webhook") != nil || r.get("Issuer", "nhc-node-healthcheck-selfsigned") != nil ||
+			r.get("Certificate", "nhc-node-healthcheck-webhook-ca") != nil || r.get("Issuer", "nhc-node-healthcheck-webhook-ca") != nil {
 			t.Error("no cert-manager objects without cert-manager")
 		}
 		if r.get("Secret", "nhc-node-healthcheck-webhook-cert") == nil {
@@ -119,7 +130,7 @@ func TestOptionSets(t *testing.T) {
 		if !strings.Contains(role, "- nhc-node-healthcheck-webhook-cert") {
 			t.Errorf("the operator may update only its own Secret:\n%s", role)
 		}
-		if strings.Contains(toYAML(t, mustRender(t, nil).get("Role", "nhc-node-healthcheck-leader-election")), "secrets") {
+		if strings.Contains(toYAML(t, mustRender(t, nil, certManagerAPI...).get("Role", "nhc-node-healthcheck-leader-election")), "secrets") {
 			t.Error("with cert-manager the operator needs no access to Secrets")
 		}
 	})
@@ -131,11 +142,11 @@ func TestOptionSets(t *testing.T) {
 				t.Errorf("args %v lack %s", args, a)
 			}
 		}
-		for name, values := range map[string]map[string]any{
-			"cert-manager": nil,
-			"webhooks off": {"certManager": map[string]any{"enabled": false}, "webhooks": map[string]any{"enabled": false}},
+		for name, r := range map[string]rendered{
+			"cert-manager": mustRender(t, nil, certManagerAPI...),
+			"webhooks off": mustRender(t, map[string]any{"certManager": map[string]any{"enabled": false}, "webhooks": map[string]any{"enabled": false}}),
 		} {
-			for _, a := range deploymentArgs(t, mustRender(t, values)) {
+			for _, a := range deploymentArgs(t, r) {
 				if strings.HasPrefix(a, "--webhook-cert-validity") || strings.HasPrefix(a, "--webhook-ca-validity") {
 					t.Errorf("%s: the self-managed certificate lifetimes are for self-managed mode only: %s", name, a)
 				}
@@ -259,6 +270,11 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an empty leader-election duration", map[string]any{"leaderElection": map[string]any{"retryPeriod": ""}}, "retryPeriod"},
 		{"a bad certificate lifetime", map[string]any{"selfManagedCertificate": map[string]any{"validity": "1 year"}}, "validity"},
 		{"a misspelt certificate value", map[string]any{"selfManagedCertificate": map[string]any{"duration": "720h"}}, "additional properties 'duration' not allowed"},
+		{"cert-manager neither auto nor a boolean", map[string]any{"certManager": map[string]any{"enabled": "yes"}}, "/certManager/enabled': value must be one of"},
+		{"cert-manager as the string true", map[string]any{"certManager": map[string]any{"enabled": "true"}}, "/certManager/enabled': value must be one of"},
+		{"a ServiceMonitor neither auto nor a boolean", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": "always"}}}, "/metrics/serviceMonitor/enabled': value must be one of"},
+		{"an issuer without cert-manager", map[string]any{"certManager": map[string]any{"enabled": false, "issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
+		{"an issuer where cert-manager is not served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
 	}
 	for _, tt := range tests {

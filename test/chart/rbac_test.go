@@ -12,6 +12,7 @@ import (
 
 	"github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -204,6 +205,25 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		return c.k8s.Get(ctx, client.ObjectKeyFromObject(nhc), got) == nil && got.Status.Phase == remediationv1alpha1.PhaseRemediating
 	})
+	// The node lease was taken in the lease namespace the chart created, with no right to create
+	// namespaces (which the manager would use only if it were missing).
+	if !c.exists(t, "coordination.k8s.io/v1", "Lease", "medik8s-leases", "node-"+sick.Name) {
+		t.Error("no node lease for the remediated node in medik8s-leases")
+	}
+	if lease := mustGetNamespace(t, c, "medik8s-leases"); lease.Annotations["meta.helm.sh/release-name"] != releaseName {
+		t.Errorf("the lease namespace was not created by the chart: %v", lease.Annotations)
+	}
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + namespace + ":nhc-node-healthcheck",
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "namespaces"},
+	}}
+	if err := c.k8s.Create(ctx, review); err != nil {
+		t.Fatal(err)
+	}
+	if review.Status.Allowed {
+		t.Errorf("the chart's ServiceAccount may create namespaces: %s", review.Status.Reason)
+	}
 
 	// A remediator that forgets list and watch on its CRs: the NodeHealthCheck using it is disabled
 	// with a reason that says so, within seconds, and the others keep working (no informer waits
@@ -269,6 +289,15 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 	if strings.Contains(strings.ToLower(log.String()), "forbidden") {
 		t.Errorf("the manager was refused something:\n%s", grep(log.String(), "orbidden"))
 	}
+}
+
+func mustGetNamespace(t *testing.T, c *cluster, name string) *corev1.Namespace {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	if err := c.k8s.Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

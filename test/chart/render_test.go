@@ -15,7 +15,10 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -146,15 +149,24 @@ func TestChartFilesMatchTheGeneratedManifests(t *testing.T) {
 	}
 }
 
+// API versions a cluster with cert-manager, or with the Prometheus operator, serves (as Helm's
+// .Capabilities.APIVersions lists them from discovery).
+var (
+	certManagerAPI = []string{"cert-manager.io/v1", "cert-manager.io/v1/Certificate", "cert-manager.io/v1/Issuer"}
+	monitoringAPI  = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+)
+
+// With no values on a bare cluster (no cert-manager, no Prometheus operator) the chart renders only
+// what such a cluster serves: the operator makes its own webhook certificate.
 func TestDefaultRender(t *testing.T) {
 	r := mustRender(t, nil)
 	want := []string{
-		"Certificate/nhc-node-healthcheck-webhook", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
+		"ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
 		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
-		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned",
+		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck",
 		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
 		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
-		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Secret/nhc-node-healthcheck-webhook-cert", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
 		"ServiceAccount/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
 		// The helm test hook.
 		"ClusterRole/nhc-node-healthcheck-self-test", "ClusterRoleBinding/nhc-node-healthcheck-self-test", "Pod/nhc-node-healthcheck-self-test",
@@ -170,6 +182,106 @@ func TestDefaultRender(t *testing.T) {
 	}
 	if ns := r.get("Namespace", "medik8s-leases"); ns.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
 		t.Error("the shared lease namespace must be kept on uninstall")
+	}
+}
+
+// With no values on a cluster that serves cert-manager and the Prometheus operator, cert-manager
+// issues the webhook certificate and a ServiceMonitor is created (not the PrometheusRule, whose
+// operator-down alert needs a Prometheus that scrapes the operator).
+func TestDefaultRenderWithCertManagerAndPrometheusOperator(t *testing.T) {
+	r := mustRender(t, nil, append(certManagerAPI, monitoringAPI...)...)
+	want := []string{
+		"Certificate/nhc-node-healthcheck-webhook", "Certificate/nhc-node-healthcheck-webhook-ca", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
+		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
+		"CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned", "Issuer/nhc-node-healthcheck-webhook-ca",
+		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
+		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
+		"ServiceAccount/nhc-node-healthcheck", "ServiceMonitor/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
+	}
+	if got := r.kinds(); !slices.Equal(got, want) {
+		t.Errorf("objects:\n got %v\nwant %v", got, want)
+	}
+}
+
+// certificateSource tells where the rendered release gets its webhook certificate from: "cert-manager",
+// "self-managed" or "none", and fails the test when the objects, the manager's arguments, the CA
+// injection and the Secret access disagree about it.
+func certificateSource(t *testing.T, r rendered) string {
+	t.Helper()
+	certManager := r.get("Certificate", "nhc-node-healthcheck-webhook") != nil
+	secret := r.get("Secret", "nhc-node-healthcheck-webhook-cert") != nil
+	selfManagedArg := slices.Contains(deploymentArgs(t, r), "--webhook-cert-secret=node-healthcheck/nhc-node-healthcheck-webhook-cert")
+	webhooks := r.get("ValidatingWebhookConfiguration", "nhc-node-healthcheck-validating")
+	injected := webhooks != nil && webhooks.GetAnnotations()["cert-manager.io/inject-ca-from"] != ""
+	secretAccess := strings.Contains(toYAML(t, r.get("Role", "nhc-node-healthcheck-leader-election")), "secrets")
+	switch {
+	case certManager && injected && !secret && !selfManagedArg && !secretAccess:
+		return "cert-manager"
+	case !certManager && !injected && secret && selfManagedArg && secretAccess:
+		return "self-managed"
+	case webhooks == nil && !certManager && !injected && !secret && !selfManagedArg && !secretAccess:
+		return "none"
+	}
+	t.Fatalf("inconsistent: Certificate %v, CA injection %v, chart's Secret %v, --webhook-cert-secret %v, Secret access %v",
+		certManager, injected, secret, selfManagedArg, secretAccess)
+	return ""
+}
+
+// certManager.enabled: auto (the default) follows what the cluster serves; true and false force.
+func TestCertificateSourceFollowsTheCluster(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		values      map[string]any
+		apiVersions []string
+		want        string
+	}{
+		{"defaults, bare cluster", nil, nil, "self-managed"},
+		{"defaults, cert-manager served", nil, certManagerAPI, "cert-manager"},
+		{"auto, bare cluster", map[string]any{"certManager": map[string]any{"enabled": "auto"}}, nil, "self-managed"},
+		{"auto, cert-manager served", map[string]any{"certManager": map[string]any{"enabled": "auto"}}, certManagerAPI, "cert-manager"},
+		{"true, bare cluster", map[string]any{"certManager": map[string]any{"enabled": true}}, nil, "cert-manager"},
+		{"false, cert-manager served", map[string]any{"certManager": map[string]any{"enabled": false}}, certManagerAPI, "self-managed"},
+		{"an issuer, cert-manager served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca", "kind": "ClusterIssuer"}}}, certManagerAPI, "cert-manager"},
+		{"webhooks off, cert-manager served", map[string]any{"webhooks": map[string]any{"enabled": false}}, certManagerAPI, "none"},
+		{"webhooks off, cert-manager forced", map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": true}}, nil, "none"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := certificateSource(t, mustRender(t, tt.values, tt.apiVersions...)); got != tt.want {
+				t.Errorf("webhook certificate from %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// The ServiceMonitor and the PrometheusRule are created when forced, or with auto when the cluster
+// serves their kinds; never without metrics unless forced (which fails, see TestContradictoryValuesFail).
+func TestMonitoringFollowsTheCluster(t *testing.T) {
+	for _, tt := range []struct {
+		name                   string
+		values                 map[string]any
+		apiVersions            []string
+		serviceMonitor, alerts bool
+	}{
+		{"defaults, bare cluster", nil, nil, false, false},
+		{"defaults, Prometheus operator", nil, monitoringAPI, true, false},
+		{"auto, bare cluster", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}}, nil, false, false},
+		{"auto, Prometheus operator", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}}, monitoringAPI, true, true},
+		{"auto, only ServiceMonitors served", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": "auto"}}},
+			[]string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor"}, true, false},
+		{"forced, bare cluster", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}}, nil, true, true},
+		{"off, Prometheus operator", map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": false}}}, monitoringAPI, false, false},
+		{"auto without metrics, Prometheus operator", map[string]any{"metrics": map[string]any{"enabled": false, "prometheusRule": map[string]any{"enabled": "auto"}}}, monitoringAPI, false, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := mustRender(t, tt.values, tt.apiVersions...)
+			if got := r.get("ServiceMonitor", "nhc-node-healthcheck") != nil; got != tt.serviceMonitor {
+				t.Errorf("ServiceMonitor rendered: %v, want %v", got, tt.serviceMonitor)
+			}
+			if got := r.get("PrometheusRule", "nhc-node-healthcheck") != nil; got != tt.alerts {
+				t.Errorf("PrometheusRule rendered: %v, want %v", got, tt.alerts)
+			}
+		})
 	}
 }
 
@@ -272,4 +384,96 @@ func TestReadmeDocumentsEveryValue(t *testing.T) {
 		}
 	}
 	walk("", values)
+}
+
+// readableBy tells whether a process of the pod can read a file of a secret volume, as the kubelet
+// lays such files out (pkg/volume/volume_linux.go, SetVolumeOwnership; secret volumes are read-only
+// and get no fsUser): owned by root with the volume's mode; with an fsGroup, group-owned by it with
+// group read added (mode | 0440). The containers run as runAsUser with runAsGroup and, as a
+// supplementary group, the fsGroup.
+func readableBy(sec *corev1.PodSecurityContext, mode int32) bool {
+	if sec.RunAsUser == nil || *sec.RunAsUser == 0 {
+		return true // root reads anything
+	}
+	fileGroup := int64(0)
+	if sec.FSGroup != nil {
+		fileGroup, mode = *sec.FSGroup, mode|0o440
+	}
+	groups := []int64{}
+	if sec.RunAsGroup != nil {
+		groups = append(groups, *sec.RunAsGroup)
+	}
+	if sec.FSGroup != nil {
+		groups = append(groups, *sec.FSGroup)
+	}
+	return mode&0o004 != 0 || (slices.Contains(groups, fileGroup) && mode&0o040 != 0)
+}
+
+// The webhook certificate volume mounts only tls.crt and tls.key (not the CA nor, without
+// cert-manager, the CA's key, which the operator reads through the API), with mode 0400; the pod
+// runs as the image's non-root user 65532 with fsGroup 65532, without which a 0400 file would be
+// root's alone and the manager could not read its key. On OpenShift the security context
+// constraints assign the user and the fsGroup (an explicit 65532 would be refused there).
+func TestCertificateVolumeIsReadableByTheOperatorOnly(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		apiVersions []string
+		optional    bool
+		openshift   bool
+	}{
+		{"self-managed", nil, true, false},
+		{"cert-manager", certManagerAPI, false, false},
+		{"self-managed on OpenShift", []string{"security.openshift.io/v1"}, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(mustRender(t, nil, tt.apiVersions...).get("Deployment", "nhc-node-healthcheck").Object, d); err != nil {
+				t.Fatal(err)
+			}
+			pod := d.Spec.Template.Spec
+			var secrets []corev1.Volume
+			for _, v := range pod.Volumes {
+				if v.Secret != nil {
+					secrets = append(secrets, v)
+				}
+			}
+			if len(secrets) != 1 || secrets[0].Secret.SecretName != "nhc-node-healthcheck-webhook-cert" {
+				t.Fatalf("secret volumes %+v, want the webhook certificate's only", secrets)
+			}
+			v := secrets[0].Secret
+			if v.DefaultMode == nil || *v.DefaultMode != 0o400 {
+				t.Errorf("defaultMode %v, want 0400", v.DefaultMode)
+			}
+			if want := []corev1.KeyToPath{{Key: "tls.crt", Path: "tls.crt"}, {Key: "tls.key", Path: "tls.key"}}; !slices.Equal(v.Items, want) {
+				t.Errorf("items %+v, want %+v", v.Items, want)
+			}
+			// The operator fills its own Secret from this very pod: the volume must mount while it is
+			// empty (a missing key of a required volume blocks the pod). cert-manager's must exist.
+			if got := v.Optional != nil && *v.Optional; got != tt.optional {
+				t.Errorf("optional %v, want %v", got, tt.optional)
+			}
+			sec := pod.SecurityContext
+			if tt.openshift {
+				if sec.RunAsUser != nil || sec.RunAsGroup != nil || sec.FSGroup != nil {
+					t.Errorf("on OpenShift the SCC assigns user and fsGroup; the chart sets %+v", sec)
+				}
+				return
+			}
+			if sec.RunAsUser == nil || *sec.RunAsUser != 65532 || sec.RunAsGroup == nil || *sec.RunAsGroup != 65532 {
+				t.Errorf("pod user %v group %v, want the image's 65532", sec.RunAsUser, sec.RunAsGroup)
+			}
+			if !readableBy(sec, *v.DefaultMode) {
+				t.Errorf("the manager (security context %+v) cannot read a file of mode %o", sec, *v.DefaultMode)
+			}
+			noFSGroup := sec.DeepCopy()
+			noFSGroup.FSGroup = nil
+			if readableBy(noFSGroup, *v.DefaultMode) {
+				t.Error("the check is void: without fsGroup a 0400 root file must be unreadable by 65532")
+			}
+		})
+	}
+	d := mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}}).get("Deployment", "nhc-node-healthcheck")
+	if strings.Contains(toYAML(t, d), "secretName") {
+		t.Error("without webhooks no Secret is mounted")
+	}
 }

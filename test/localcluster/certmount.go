@@ -21,10 +21,10 @@ type certMount struct {
 	mounted string // the Secret's resourceVersion in the folder
 }
 
-// mountSecret keeps CertDir equal to the Secret's data, MountDelay after each change, as the kubelet
-// does for a pod's secret volume: each file is replaced atomically, and keys that leave the Secret
-// leave the folder.
-func (c *Cluster) mountSecret(name string) {
+// mountSecret keeps CertDir equal to the Secret's data (only keys, when not nil, as a secret
+// volume's items select them), MountDelay after each change, as the kubelet does for a pod's secret
+// volume: each file is replaced atomically, and keys that leave the Secret leave the folder.
+func (c *Cluster) mountSecret(name string, keys []string) {
 	key := client.ObjectKey{Namespace: ChartNamespace, Name: name}
 	c.wg.Add(1)
 	go func() {
@@ -47,8 +47,17 @@ func (c *Cluster) mountSecret(name string) {
 			if err := c.k8s.Get(c.ctx, key, s); err != nil {
 				continue
 			}
+			data := s.Data
+			if keys != nil {
+				data = map[string][]byte{}
+				for _, k := range keys {
+					if v, ok := s.Data[k]; ok {
+						data[k] = v
+					}
+				}
+			}
 			c.certs.mu.Lock()
-			if err := writeFolder(c.CertDir, s.Data); err == nil {
+			if err := writeFolder(c.CertDir, data); err == nil {
 				c.certs.mounted = s.ResourceVersion
 			}
 			c.certs.mu.Unlock()

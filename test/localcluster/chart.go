@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	helmrelease "helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,8 +114,8 @@ func Helm(kubeconfig, namespace string, log func(format string, args ...any)) (*
 // InstallChart installs charts/node-healthcheck as release "nhc" into ChartNamespace with the values
 // and waits until its CRD is served. Nothing runs the chart's Deployment here: StartManager runs
 // managers with its arguments, and they authenticate as the chart's ServiceAccount, so that they
-// have exactly the chart's RBAC. The webhook certificate Secret is mounted at CertDir from now on. It
-// returns the ServiceAccount's kubeconfig.
+// have exactly the chart's RBAC. The webhook certificate Secret is mounted at CertDir from now on,
+// only the keys the Deployment's volume mounts. It returns the ServiceAccount's kubeconfig.
 func (c *Cluster) InstallChart(values map[string]any) (string, error) {
 	cfg, err := Helm(c.Kubeconfig, ChartNamespace, nil)
 	if err != nil {
@@ -145,9 +146,42 @@ func (c *Cluster) InstallChart(values map[string]any) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	keys, err := SecretVolumeKeys(rel.Manifest, WebhookSecret)
+	if err != nil {
+		return "", err
+	}
 	c.chart = &release{managerArgs: args, serviceAccountKubeconfig: kubeconfig, testHook: hook}
-	c.mountSecret(WebhookSecret)
+	c.mountSecret(WebhookSecret, keys)
 	return kubeconfig, nil
+}
+
+// SecretVolumeKeys returns the keys of the Secret that the Deployment in a release's manifest mounts
+// as a volume (its items), or nil when the volume mounts every key.
+func SecretVolumeKeys(manifest, secret string) ([]string, error) {
+	for _, m := range releaseutil.SplitManifests(manifest) {
+		d := &appsv1.Deployment{}
+		if err := yaml.Unmarshal([]byte(m), d); err != nil {
+			return nil, err
+		}
+		if d.Kind != "Deployment" {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret == nil || v.Secret.SecretName != secret {
+				continue
+			}
+			var keys []string
+			for _, item := range v.Secret.Items {
+				if item.Path != item.Key {
+					return nil, fmt.Errorf("volume %s mounts key %s as %s: not supported here", v.Name, item.Key, item.Path)
+				}
+				keys = append(keys, item.Key)
+			}
+			return keys, nil
+		}
+		return nil, fmt.Errorf("the Deployment mounts no Secret %s", secret)
+	}
+	return nil, errors.New("the release has no Deployment")
 }
 
 // DeploymentArgs returns the manager arguments of the Deployment in a release's manifest.

@@ -37,11 +37,33 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "nhc.webhookService" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
 {{- define "nhc.webhookSecret" -}}{{ include "nhc.fullname" . }}-webhook-cert{{- end }}
 {{- define "nhc.certificate" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
+{{- define "nhc.selfSignedIssuer" -}}{{ include "nhc.fullname" . }}-selfsigned{{- end }}
+{{/* The chart's CA (cert-manager without issuerRef): its Certificate, its Secret and its Issuer. */}}
+{{- define "nhc.ca" -}}{{ include "nhc.fullname" . }}-webhook-ca{{- end }}
 {{- define "nhc.mutatingWebhook" -}}{{ include "nhc.fullname" . }}-mutating{{- end }}
 {{- define "nhc.validatingWebhook" -}}{{ include "nhc.fullname" . }}-validating{{- end }}
+{{/*
+nhc.certManager is "true" when cert-manager issues the webhook certificate: certManager.enabled is
+true, or auto and the cluster serves cert-manager.io/v1. (toString: the value is a boolean or "auto",
+and eq refuses to compare a boolean with a string.)
+*/}}
+{{- define "nhc.certManager" -}}
+{{- $enabled := toString .Values.certManager.enabled }}
+{{- if and .Values.webhooks.enabled (or (eq $enabled "true") (and (eq $enabled "auto") (.Capabilities.APIVersions.Has "cert-manager.io/v1"))) }}true{{ end }}
+{{- end }}
 {{/* The operator manages its webhook certificate itself (no cert-manager). */}}
 {{- define "nhc.selfManagedCerts" -}}
-{{- if and .Values.webhooks.enabled (not .Values.certManager.enabled) }}true{{ end }}
+{{- if and .Values.webhooks.enabled (not (include "nhc.certManager" .)) }}true{{ end }}
+{{- end }}
+{{/*
+nhc.monitoring is "true" when the Prometheus-operator object of the kind is created: its value is
+true, or auto and the cluster serves the kind, and metrics are on (nhc.validate refuses true without
+them). Called with (list $ "ServiceMonitor" .Values.metrics.serviceMonitor.enabled).
+*/}}
+{{- define "nhc.monitoring" -}}
+{{- $ := index . 0 }}
+{{- $enabled := toString (index . 2) }}
+{{- if and $.Values.metrics.enabled (or (eq $enabled "true") (and (eq $enabled "auto") ($.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" (index . 1))))) }}true{{ end }}
 {{- end }}
 
 {{- define "nhc.image" -}}
@@ -56,11 +78,14 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled=true: without it every replica would remediate" }}
 {{- end }}
-{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
+{{- if and (eq (toString .Values.metrics.serviceMonitor.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled=true needs metrics.enabled=true" }}
 {{- end }}
-{{- if and .Values.metrics.prometheusRule.enabled (not .Values.metrics.enabled) }}
+{{- if and (eq (toString .Values.metrics.prometheusRule.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.prometheusRule.enabled=true needs metrics.enabled=true" }}
+{{- end }}
+{{- if and .Values.webhooks.enabled .Values.certManager.issuerRef (not (include "nhc.certManager" .)) }}
+{{- fail "certManager.issuerRef needs cert-manager, but certManager.enabled is false, or auto and the cluster does not serve cert-manager.io/v1 (helm template: --api-versions cert-manager.io/v1)" }}
 {{- end }}
 {{- if and .Values.podDisruptionBudget.enabled (lt (int .Values.replicaCount) 2) }}
 {{- fail "podDisruptionBudget.enabled=true needs replicaCount >= 2: a budget of one replica blocks node drains" }}
