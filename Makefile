@@ -14,6 +14,11 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
 
 LOCALBIN ?= $(CURDIR)/bin
+CHART := charts/node-healthcheck
+# The operator's version is the chart's appVersion: the chart's default image tag, the image's tag and
+# version label, and the version stamped into the binary (`manager --version`) cannot drift apart.
+VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' $(CHART)/Chart.yaml)
+MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
@@ -59,8 +64,6 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests und
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object paths="./api/..."
-
-CHART := charts/node-healthcheck
 
 GENERATED := config/crd config/webhook config/rbac api/v1alpha1/zz_generated.deepcopy.go $(CHART)/files
 
@@ -113,7 +116,7 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 
 .PHONY: build
 build: ## Build the manager binary into bin/manager.
-	go build -o $(MANAGER) ./cmd/manager
+	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
 
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
