@@ -223,6 +223,9 @@ func TestLayoutAndTarballRoundTrip(t *testing.T) {
 	if err := WriteTarball(layoutDir, tarFile, o.Created); err != nil {
 		t.Fatal(err)
 	}
+	if info, err := os.Stat(tarFile); err != nil || info.Mode().Perm() != 0o644 {
+		t.Errorf("the tarball: %v, %v: want it readable by all", info, err)
+	}
 	unpacked := filepath.Join(dir, "unpacked")
 	untar(t, tarFile, unpacked)
 	for _, d := range []string{layoutDir, unpacked} {

@@ -57,6 +57,9 @@ func WriteTarball(dir, file string, mtime time.Time) (err error) {
 			_ = os.Remove(tmp.Name())
 		}
 	}()
+	if err := tmp.Chmod(0o644); err != nil {
+		return err
+	}
 	tw := tar.NewWriter(tmp)
 	mtime = mtime.UTC().Truncate(time.Second)
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
