@@ -14,6 +14,11 @@ CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
 
 LOCALBIN ?= $(CURDIR)/bin
+CHART := charts/node-healthcheck
+# The operator's version is the chart's appVersion: the chart's default image tag, the image's tag and
+# version label, and the version stamped into the binary (`manager --version`) cannot drift apart.
+VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' $(CHART)/Chart.yaml)
+MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
@@ -60,8 +65,6 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD, RBAC and webhook manifests und
 generate: $(CONTROLLER_GEN) ## Generate DeepCopy methods.
 	$(CONTROLLER_GEN) object paths="./api/..."
 
-CHART := charts/node-healthcheck
-
 GENERATED := config/crd config/webhook config/rbac api/v1alpha1/zz_generated.deepcopy.go $(CHART)/files
 
 .PHONY: verify
@@ -84,12 +87,12 @@ vet: ## Run go vet.
 ##@ Test
 
 .PHONY: test
-test: $(CONTROLPLANE_DEP) kwok vet ## Run all tests on a real control plane (envtest, kwok nodes) plus short fuzz runs.
+test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plane (envtest, kwok nodes) plus short fuzz runs; the image first (the tests run its binary).
 	go test $(GO_TEST_FLAGS) ./...
 	@$(MAKE) --no-print-directory fuzz
 
 .PHONY: test-e2e
-test-e2e: $(CONTROLPLANE_DEP) kwok ## Run only the end-to-end suite (real manager binary, kwok nodes), verbosely.
+test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
 # The chaos test (test/chaos) runs a short history as part of `make test`; `make chaos` runs a longer
@@ -113,7 +116,7 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 
 .PHONY: build
 build: ## Build the manager binary into bin/manager.
-	go build -o $(MANAGER) ./cmd/manager
+	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
 
 CHART_VERSION = $(shell awk '$$1 == "version:" {print $$2}' $(CHART)/Chart.yaml)
 CHART_PACKAGE = $(LOCALBIN)/chart/node-healthcheck-$(CHART_VERSION).tgz
@@ -134,6 +137,58 @@ chart-push: chart ## Push the packaged chart to an OCI registry: make chart-push
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
 	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl $(DEMO_ARGS)
+
+##@ Image
+
+# The operator's image, built here without a daemon and offline (cmd/imagebuild): a static manager
+# binary per platform on an empty base, user 65532:65532, entrypoint /manager, OCI labels. The chart's
+# default image.repository is IMAGE_REPOSITORY and its default tag the appVersion (a test checks both).
+IMAGE_REPOSITORY ?= ghcr.io/medik8s/node-healthcheck
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+PLATFORMS ?= linux/amd64 linux/arm64
+# The OCI image layout that the tests run the manager from (exported: the tests read it), and the
+# same layout as one tar archive.
+IMAGE_LAYOUT ?= $(LOCALBIN)/image
+IMAGE_TARBALL ?= $(LOCALBIN)/node-healthcheck-$(VERSION).oci.tar
+export IMAGE_LAYOUT
+# The revision label is the commit, and every timestamp in the image is the commit's time, so a commit
+# always gives the same image.
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+IMAGE_SOURCE ?= https://github.com/medik8s/node-healthcheck
+IMAGE_LICENSES ?= Apache-2.0
+# What the image is built from; the tests call a layout older than any of these stale (test/localcluster).
+IMAGE_INPUTS := $(shell find api cmd internal -name '*.go' ! -name '*_test.go' ! -path 'internal/testutil/*') go.mod go.sum $(CHART)/Chart.yaml
+MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/imagebuild/%,$(IMAGE_INPUTS))
+IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+# Rebuilds the image (not the binaries) when the commit changes.
+IMAGE_LABELS_STAMP := $(LOCALBIN)/platforms/labels
+
+.PHONY: image
+image: $(IMAGE_LAYOUT)/index.json ## Build the multi-arch OCI image into bin/image (layout) and bin/node-healthcheck-<version>.oci.tar; rebuilt only when its inputs change.
+
+.PHONY: image-push
+image-push: image ## Push the image to IMAGE (default ghcr.io/medik8s/node-healthcheck:<appVersion>) with the credentials of `docker login`.
+	go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
+
+$(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
+	go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
+		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) \
+		--source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --description "Node Healthcheck operator" \
+		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+
+# One static binary per platform: no cgo, no build paths, the version stamped, symbols stripped.
+$(LOCALBIN)/platforms/%/manager: $(MANAGER_INPUTS)
+	CGO_ENABLED=0 GOOS=$(word 1,$(subst -, ,$*)) GOARCH=$(word 2,$(subst -, ,$*)) \
+		go build -trimpath -ldflags "-s -w $(MANAGER_LDFLAGS)" -o $@ ./cmd/manager
+
+$(IMAGE_LABELS_STAMP): FORCE
+	@mkdir -p $(@D)
+	@echo '$(VERSION) $(REVISION) $(SOURCE_DATE_EPOCH) $(IMAGE_SOURCE) $(IMAGE_LICENSES)' | cmp -s - $@ 2>/dev/null || \
+		echo '$(VERSION) $(REVISION) $(SOURCE_DATE_EPOCH) $(IMAGE_SOURCE) $(IMAGE_LICENSES)' > $@
+
+.PHONY: FORCE
+FORCE:
 
 ##@ Tools
 

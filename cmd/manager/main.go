@@ -57,6 +57,8 @@ type options struct {
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
+	// printVersion prints the version and exits.
+	printVersion bool
 }
 
 // leaseNamespaceEnv is how the public operator is told the lease namespace; the flag overrides it.
@@ -117,6 +119,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Lifetime of the self-managed serving certificate (with --webhook-cert-secret); it is renewed when a quarter of it is left, which must leave the kubelet time to mount the renewal (under 1h the operator logs a warning).")
 	fs.DurationVar(&caValidity, "webhook-ca-validity", webhookcert.DefaultCAValidity,
 		"Lifetime of the self-managed CA; renewed, like the certificate, when a quarter of the certificate's lifetime is left. The previous CA stays trusted until it expires, so renewals never interrupt admission.")
+	fs.BoolVar(&o.printVersion, "version", false,
+		"Print the version (the chart's appVersion the image was built for) and exit.")
 	o.zap.BindFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -178,6 +182,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if o.printVersion {
+		fmt.Println(version)
+		return
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	if err := run(o); err != nil {
@@ -272,6 +280,6 @@ func run(o *options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	log.Info("Starting manager", "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure)
+	log.Info("Starting manager", "version", version, "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -25,7 +25,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
-		"webhook-cert-validity", "webhook-ca-validity",
+		"webhook-cert-validity", "webhook-ca-validity", "version",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)

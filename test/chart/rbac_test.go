@@ -25,17 +25,16 @@ import (
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 
-// managerBinary builds the manager (or uses $MANAGER_BINARY).
+// managerBinary returns the manager that the chart's Deployment runs: extracted from the image that
+// `make image` built, for this machine's platform (or $MANAGER_BINARY).
 func managerBinary(t *testing.T) string {
 	t.Helper()
 	if b := os.Getenv("MANAGER_BINARY"); b != "" {
 		return b
 	}
-	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = testutil.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the manager: %v\n%s", err, out)
+	bin, err := localcluster.ManagerFromImage(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -4,7 +4,6 @@ package e2e
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -29,7 +28,7 @@ var (
 	cluster *localcluster.Cluster
 	k8s     client.Client
 	scheme  = runtime.NewScheme()
-	// managerBinary is the manager under test: $MANAGER_BINARY, or built from cmd/manager.
+	// managerBinary is the manager under test: the image's (make image), or $MANAGER_BINARY.
 	managerBinary string
 	// remediator reboots the simulated nodes of TestRemediation CRs.
 	remediator     *localcluster.Remediator
@@ -47,16 +46,13 @@ var _ = BeforeSuite(func() {
 	Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 
+	var err error
 	managerBinary = os.Getenv("MANAGER_BINARY")
 	if managerBinary == "" {
-		managerBinary = filepath.Join(GinkgoT().TempDir(), "manager")
-		build := exec.Command("go", "build", "-o", managerBinary, "./cmd/manager")
-		build.Dir = testutil.RepoRoot()
-		build.Stdout, build.Stderr = GinkgoWriter, GinkgoWriter
-		Expect(build.Run()).To(Succeed())
+		managerBinary, err = localcluster.ManagerFromImage(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
 	}
 
-	var err error
 	cluster, err = localcluster.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8s, err = client.New(cluster.Config, client.Options{Scheme: scheme})
