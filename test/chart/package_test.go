@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"bytes"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -69,6 +75,57 @@ func TestChartPackage(t *testing.T) {
 	}
 	if fromFolder := mustRender(t, nil); !slices.Equal(fromFolder.kinds(), fromArchive.kinds()) {
 		t.Errorf("the archive renders %v, the folder %v", fromArchive.kinds(), fromFolder.kinds())
+	}
+}
+
+// TestChartPush pushes the packaged chart as `make chart-push` does (`helm push` to an OCI
+// registry; here an in-memory one over plain HTTP) and reads it back: a Helm chart artifact tagged
+// with the chart's version.
+func TestChartPush(t *testing.T) {
+	out := t.TempDir()
+	helm := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+		cmd.Dir = testutil.RepoRoot()
+		cmd.Env = append(os.Environ(), "HELM_REGISTRY_CONFIG="+filepath.Join(out, "registry.json"), "HELM_CACHE_HOME="+filepath.Join(out, "cache"),
+			"HELM_CONFIG_HOME="+filepath.Join(out, "config"))
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("helm %v: %v\n%s", args, err, b)
+		}
+		return string(b)
+	}
+	helm("package", chartDir(), "--destination", out)
+	version := loadChart(t).Metadata.Version
+	srv := httptest.NewServer(registry.New())
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	helm("push", filepath.Join(out, "node-healthcheck-"+version+".tgz"), "oci://"+host+"/charts", "--plain-http")
+
+	ref, err := name.ParseReference(host+"/charts/node-healthcheck:"+version, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := remote.Get(ref)
+	if err != nil {
+		t.Fatalf("the pushed chart is not in the registry: %v", err)
+	}
+	manifest, err := v1.ParseManifest(bytes.NewReader(m.Manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(manifest.Config.MediaType); got != "application/vnd.cncf.helm.config.v1+json" {
+		t.Errorf("config media type %s, want Helm's chart config", got)
+	}
+	if len(manifest.Layers) != 1 || manifest.Layers[0].MediaType != "application/vnd.cncf.helm.chart.content.v1.tar+gzip" {
+		t.Errorf("layers %+v, want one Helm chart archive", manifest.Layers)
+	}
+	if err := os.Mkdir(filepath.Join(out, "pulled"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pulled := helm("pull", "oci://"+host+"/charts/node-healthcheck", "--version", version, "--plain-http", "--destination", filepath.Join(out, "pulled"))
+	if _, err := loader.Load(filepath.Join(out, "pulled", "node-healthcheck-"+version+".tgz")); err != nil {
+		t.Errorf("the pulled chart does not load: %v (%s)", err, pulled)
 	}
 }
 
