@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -54,11 +56,7 @@ const ControlPlaneTopologyDualReplica = "DualReplica"
 // Template lookups use the manager's RESTMapper and cache; the control-plane topology is read straight
 // from the API server (mgr.GetAPIReader), so it is never stale and no informer is started for it.
 func SetupWithManager(mgr ctrl.Manager) error {
-	v := &Validator{
-		Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: &templateaccess.Reader{
-			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
-		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
-	}
+	v := NewValidator(mgr)
 	if err := ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
 		WithDefaulter(Defaulter{}).
 		Complete(); err != nil {
@@ -66,6 +64,17 @@ func SetupWithManager(mgr ctrl.Manager) error {
 	}
 	mgr.GetWebhookServer().Register(ValidatePath, ValidatingWebhook(mgr.GetScheme(), v))
 	return nil
+}
+
+// NewValidator returns the validator with the production lookups: template scopes from the manager's
+// RESTMapper, template annotations through its cache (templateaccess.Reader), the control-plane
+// topology from its API reader. SetupWithManager serves it; the admission benchmark drives it.
+func NewValidator(mgr ctrl.Manager) *Validator {
+	return &Validator{
+		Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: &templateaccess.Reader{
+			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
+		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
+	}
 }
 
 // Defaulter applies the API's defaults (remediationv1alpha1.SetDefaults) to every created or updated
@@ -455,16 +464,48 @@ func (l *CachedTemplateLookup) Annotations(ctx context.Context, ref corev1.Objec
 type InfrastructureTopologyReader struct {
 	// Reader reads Infrastructure/cluster; the manager's API reader (uncached) in production.
 	Reader client.Reader
+	// Clock tells when a "kind not served" answer was given; nil is the real clock.
+	Clock clock.PassiveClock
+
+	mu sync.Mutex
+	// notServedSince is when Reader last answered that the Infrastructure kind is not served; zero
+	// when it has not, or when it served it since.
+	notServedSince time.Time
 }
 
 var _ TopologyReader = &InfrastructureTopologyReader{}
 
+// notServedRecheck is how long a "the Infrastructure kind is not served" answer holds. The manager's
+// RESTMapper asks the API server's discovery again every time it is asked for a kind of a group it
+// does not know, so without this every create and update on a cluster that is not OpenShift would
+// send a discovery request. A cluster does not become OpenShift, and OpenShift serves the kind from
+// its installation on, so the answer is close to permanent; a minute bounds the cost to one discovery
+// request a minute and the time a newly installed kind goes unseen to a minute.
+const notServedRecheck = time.Minute
+
 // ControlPlaneTopology implements TopologyReader. A cluster that does not serve the Infrastructure
 // kind (not OpenShift) or has no Infrastructure/cluster object reports "".
 func (r *InfrastructureTopologyReader) ControlPlaneTopology(ctx context.Context) (string, error) {
+	clk := r.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	r.mu.Lock()
+	notServed := !r.notServedSince.IsZero() && clk.Since(r.notServedSince) < notServedRecheck
+	r.mu.Unlock()
+	if notServed {
+		return "", nil
+	}
 	infra := &unstructured.Unstructured{}
 	infra.SetGroupVersionKind(openshift.Infrastructure)
 	err := r.Reader.Get(ctx, client.ObjectKey{Name: openshift.InfrastructureName}, infra)
+	r.mu.Lock()
+	if meta.IsNoMatchError(err) {
+		r.notServedSince = clk.Now()
+	} else {
+		r.notServedSince = time.Time{}
+	}
+	r.mu.Unlock()
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		return "", nil
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -236,5 +238,55 @@ func TestTopologyRule(t *testing.T) {
 				t.Errorf("update of an object being deleted: want allowed whatever the topology, got %v", err)
 			}
 		})
+	}
+}
+
+// countingReader counts reads and answers them with err.
+type countingReader struct {
+	stubReader
+	gets int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.gets++
+	return r.stubReader.Get(ctx, key, obj, opts...)
+}
+
+// TestTopologyReaderRemembersAKindNotServed checks that on a cluster that does not serve the
+// Infrastructure kind the reader asks once a minute, not on every request: the manager's RESTMapper
+// sends a discovery request for each such read. Every other answer is read again each time.
+func TestTopologyReaderRemembersAKindNotServed(t *testing.T) {
+	notServed := &meta.NoKindMatchError{GroupKind: openshift.Infrastructure.GroupKind(), SearchedVersions: []string{openshift.Infrastructure.Version}}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	reader := &countingReader{stubReader: stubReader{err: notServed}}
+	r := &webhookv1alpha1.InfrastructureTopologyReader{Reader: reader, Clock: clk}
+	read := func(wantGets int) {
+		t.Helper()
+		topology, err := r.ControlPlaneTopology(context.Background())
+		if topology != "" || err != nil {
+			t.Fatalf("got %q, %v; want \"\", no error", topology, err)
+		}
+		if reader.gets != wantGets {
+			t.Fatalf("%d reads, want %d", reader.gets, wantGets)
+		}
+	}
+	read(1)
+	read(1)
+	clk.SetTime(clk.Now().Add(59 * time.Second))
+	read(1)
+	clk.SetTime(clk.Now().Add(time.Second))
+	read(2) // a minute after the answer: asked again
+
+	// Once the kind is served, every read goes to the reader.
+	clk.SetTime(clk.Now().Add(time.Minute))
+	reader.err = nil
+	reader.status = map[string]any{"controlPlaneTopology": webhookv1alpha1.ControlPlaneTopologyDualReplica}
+	for want := 3; want <= 4; want++ {
+		if topology, err := r.ControlPlaneTopology(context.Background()); topology != webhookv1alpha1.ControlPlaneTopologyDualReplica || err != nil {
+			t.Fatalf("got %q, %v; want %s", topology, err, webhookv1alpha1.ControlPlaneTopologyDualReplica)
+		}
+		if reader.gets != want {
+			t.Fatalf("%d reads, want %d", reader.gets, want)
+		}
 	}
 }
