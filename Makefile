@@ -104,6 +104,22 @@ CHAOS_SEED ?= random
 chaos: $(CONTROLPLANE_DEP) ## Run the chaos test of the running controllers for CHAOS_STEPS (400) steps; CHAOS_SEED= replays a run.
 	CHAOS_SEED=$(CHAOS_SEED) CHAOS_STEPS=$(CHAOS_STEPS) go test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
 
+# Benchmarks are not part of `make test` (a benchmark's smoke run is); `make bench` runs them and keeps
+# the output in bin/bench/ (one file per run, latest.txt the last), for benchstat. BENCH selects them by
+# name, BENCH_PKGS by package: make bench BENCH=ValidatingWebhook/kubernetes BENCHTIME=2000x.
+BENCH ?= .
+BENCH_PKGS ?= ./...
+BENCHTIME ?= 1s
+BENCH_DIR := $(LOCALBIN)/bench
+
+.PHONY: bench
+bench: $(CONTROLPLANE_DEP) ## Run the benchmarks (BENCH, BENCH_PKGS, BENCHTIME) and write the results to bin/bench/; not part of `make test`.
+	@mkdir -p $(BENCH_DIR)
+	@out=$(BENCH_DIR)/bench-$$(date -u +%Y%m%dT%H%M%SZ).txt; \
+		{ echo "# $$(go version), $$(nproc) CPUs, $$(git rev-parse --short HEAD)"; \
+		  go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout 60m $(BENCH_PKGS); } | tee $$out; \
+		cp $$out $(BENCH_DIR)/latest.txt; echo "Results: $$out"
+
 .PHONY: fuzz
 fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 	@for t in $(FUZZ_TARGETS); do \
