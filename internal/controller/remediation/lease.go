@@ -134,7 +134,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if err := r.createInLeaseNamespace(ctx, lease); err != nil {
 			return leaseResult{}, err
 		}
-		r.awaitLease(ctx, lease)
+		r.awaitLease(ctx, lease, false)
 		return leaseResult{held: true, renewAt: now.Add(duration / 3)}, nil
 	}
 	if other, expires := foreignHold(lease, holder, now); other {
@@ -168,16 +168,17 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	if err := r.Update(ctx, lease); err != nil {
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
-	r.awaitLease(ctx, lease)
+	r.awaitLease(ctx, lease, false)
 	return res, nil
 }
 
 // holdLease is takeLease on the lease as read, and, when that view was stale (the write conflicted,
-// or the lease the view lacked exists), once more on the lease read around the cache.
+// the lease the view lacked exists, or the lease it showed is gone), once more on the lease read
+// around the cache.
 func (r *Reconciler) holdLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, lease *coordinationv1.Lease,
 	duration time.Duration, stepStart, now time.Time) (leaseResult, error) {
 	res, err := r.takeLease(ctx, nhc, node, lease, duration, stepStart, now)
-	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && (lease == nil || !apierrors.IsNotFound(err)) {
 		return res, err
 	}
 	if lease, err = r.getLease(ctx, node, true); err != nil {
@@ -190,18 +191,18 @@ func (r *Reconciler) holdLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 // sees the operator's own writes within milliseconds.
 const leaseCacheWait = 2 * time.Second
 
-// awaitLease waits until the lease cache shows the lease as written (or deleted, when deleted is
-// set), so that the next decision, which reads the cache, starts from it: a renewal is not repeated,
-// and a lease just taken is found when the node recovers at once. Where the cache lags longer, the
-// next write conflicts and re-reads the lease around the cache (holdLease, deleteLease).
-func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease) {
+// awaitLease waits until the lease cache shows the lease as written (or gone, when deleted), so
+// that the next decision, which reads the cache, starts from it: a renewal is not repeated, and a
+// lease just taken is found when the node recovers at once. Where the cache lags longer, the next
+// write conflicts and re-reads the lease around the cache (holdLease, deleteLease).
+func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease, deleted bool) {
 	if r.Leases == nil {
 		return
 	}
 	seen := &coordinationv1.Lease{}
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, leaseCacheWait, true, func(ctx context.Context) (bool, error) {
 		err := r.Leases.Get(ctx, client.ObjectKeyFromObject(lease), seen)
-		if lease.DeletionTimestamp != nil {
+		if deleted {
 			return apierrors.IsNotFound(err) || (err == nil && seen.UID != lease.UID), nil
 		}
 		return err == nil && seen.UID == lease.UID && seen.ResourceVersion == lease.ResourceVersion, nil
@@ -243,8 +244,7 @@ func (r *Reconciler) deleteLeaseAsRead(ctx context.Context, nhc *remediationv1al
 	if err := r.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("releasing lease of node %s: %w", node, err)
 	}
-	lease.DeletionTimestamp = &metav1.Time{}
-	r.awaitLease(ctx, lease)
+	r.awaitLease(ctx, lease, true)
 	return nil
 }
 
