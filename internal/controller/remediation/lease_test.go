@@ -133,6 +133,9 @@ var _ = Describe("Node lease reads", func() {
 		return r.Method == http.MethodGet && !r.Watch &&
 			strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases")
 	}
+	leaseWatch := func(r testutil.Request) bool {
+		return r.Method == http.MethodGet && r.Watch && r.Path == "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases"
+	}
 	leaseUpdates := func(r testutil.Request) bool {
 		return r.Method == http.MethodPut && strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases/")
 	}
@@ -162,6 +165,7 @@ var _ = Describe("Node lease reads", func() {
 				renewedNow(ctx, node.Name)
 			}
 		}
+		Expect(requests.Since(0, leaseWatch)).NotTo(BeEmpty(), "the manager watches the leases in the lease namespace: the renewals were decided from its cache")
 		updates := requests.Since(mark, leaseUpdates)
 		Expect(len(updates)).To(BeNumerically(">=", sick*periods), "every running remediation renewed its lease in every period")
 		Expect(requests.Since(mark, leaseReads)).To(BeEmpty(), "no lease was read around the cache while %d remediations renewed their leases %d times", sick, len(updates))
