@@ -3,6 +3,7 @@ package testutil
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,6 +74,9 @@ type EnvOptions struct {
 	// BeforeStart, when set, runs after the manager is set up and before it starts, with the
 	// uncached client: objects it creates are there when the caches first list.
 	BeforeStart func(ctx context.Context, k8s client.Client)
+	// ManagerTransport, when set, wraps the transport of the manager's requests to the API server
+	// (not those of K8s), for example with a RequestCounter.
+	ManagerTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // StartControllersWithOptions is StartControllers on a control plane set up by o.
@@ -93,7 +98,11 @@ func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), se
 	e.Clock = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	opts := ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	configure(&opts)
-	mgr, err := ctrl.NewManager(cfg, opts)
+	mgrCfg := rest.CopyConfig(cfg)
+	if o.ManagerTransport != nil {
+		mgrCfg.Wrap(o.ManagerTransport)
+	}
+	mgr, err := ctrl.NewManager(mgrCfg, opts)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(setup(mgr, e.Clock)).To(Succeed())
 	if o.BeforeStart != nil {

@@ -92,8 +92,12 @@ type Reconciler struct {
 	LeaseNamespace string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
-	// is behind, and for node leases.
+	// is behind, and for a node's lease right before a new remediation takes it (see start) or after
+	// a write of the lease conflicted.
 	APIReader client.Reader
+	// Leases reads node leases: a cache of the Leases in the lease namespace, which SetupWithManager
+	// creates when it is nil. nil without SetupWithManager: leases are read with APIReader.
+	Leases client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
 	// Templates reads remediation templates with the rights remediators grant; nil: through the cache.
@@ -132,6 +136,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Build(r)
 	if err != nil {
 		return err
+	}
+	if r.Leases == nil {
+		if r.Leases, err = newLeaseCache(mgr, r.leaseNamespace()); err != nil {
+			return err
+		}
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
 	r.init()
@@ -275,11 +284,16 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
 		return retryAt, err
 	}
-	lease, err := r.getLease(ctx, node)
+	// Read around the cache, once per new remediation (renewals read the cache): a lease another
+	// operator took or released a moment ago must decide whether a node is remediated at all. The
+	// write below would refuse a stale view of a lease that exists (optimistic concurrency), but a
+	// release the cache does not show yet would hold the node back until the released lease's
+	// recorded expiry, up to its full duration.
+	lease, err := r.getLease(ctx, node, true)
 	if err != nil {
 		return time.Time{}, err
 	}
-	held, err := r.takeLease(ctx, nhc, node, lease, leaseDuration(first.Timeout), now, now)
+	held, err := r.holdLease(ctx, nhc, node, lease, leaseDuration(first.Timeout), now, now)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -330,7 +344,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 	for i := range crs {
 		stepCRs = append(stepCRs, remediationcr.StepCR(&crs[i]))
 	}
-	lease, err := r.getLease(ctx, node)
+	lease, err := r.getLease(ctx, node, false)
 	if err != nil {
 		return time.Time{}, time.Time{}, err
 	}
@@ -354,7 +368,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		leaseFor, stepStart = leaseDuration(longestTimeout(steps)), stepCRs[e.Stale[0]].Created
 	}
 	if leaseFor > 0 {
-		held, err := r.takeLease(ctx, nhc, node, lease, leaseFor, stepStart, now)
+		held, err := r.holdLease(ctx, nhc, node, lease, leaseFor, stepStart, now)
 		if err != nil {
 			return time.Time{}, time.Time{}, err
 		}
@@ -685,10 +699,15 @@ func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.R
 	return remediationcr.NHCRequests(ctx, r, nil)
 }
 
-// getLease reads the node's lease around the cache; nil when there is none.
-func (r *Reconciler) getLease(ctx context.Context, node string) (*coordinationv1.Lease, error) {
+// getLease reads the node's lease; nil when there is none. fresh reads around the cache, otherwise
+// the lease cache is read.
+func (r *Reconciler) getLease(ctx context.Context, node string, fresh bool) (*coordinationv1.Lease, error) {
+	reader := r.leaseReader()
+	if fresh {
+		reader = r.reader()
+	}
 	lease := &coordinationv1.Lease{}
-	err := r.reader().Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

@@ -15,7 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -131,6 +134,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if err := r.createInLeaseNamespace(ctx, lease); err != nil {
 			return leaseResult{}, err
 		}
+		r.awaitLease(ctx, lease, false)
 		return leaseResult{held: true, renewAt: now.Add(duration / 3)}, nil
 	}
 	if other, expires := foreignHold(lease, holder, now); other {
@@ -164,7 +168,45 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	if err := r.Update(ctx, lease); err != nil {
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
+	r.awaitLease(ctx, lease, false)
 	return res, nil
+}
+
+// holdLease is takeLease on the lease as read, and, when that view was stale (the write conflicted,
+// the lease the view lacked exists, or the lease it showed is gone), once more on the lease read
+// around the cache.
+func (r *Reconciler) holdLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, lease *coordinationv1.Lease,
+	duration time.Duration, stepStart, now time.Time) (leaseResult, error) {
+	res, err := r.takeLease(ctx, nhc, node, lease, duration, stepStart, now)
+	if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) && (lease == nil || !apierrors.IsNotFound(err)) {
+		return res, err
+	}
+	if lease, err = r.getLease(ctx, node, true); err != nil {
+		return leaseResult{}, err
+	}
+	return r.takeLease(ctx, nhc, node, lease, duration, stepStart, now)
+}
+
+// leaseCacheWait bounds how long a write of a lease waits for the lease cache to show it; the cache
+// sees the operator's own writes within milliseconds.
+const leaseCacheWait = 2 * time.Second
+
+// awaitLease waits until the lease cache shows the lease as written (or gone, when deleted), so
+// that the next decision, which reads the cache, starts from it: a renewal is not repeated, and a
+// lease just taken is found when the node recovers at once. Where the cache lags longer, the next
+// write conflicts and re-reads the lease around the cache (holdLease, deleteLease).
+func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease, deleted bool) {
+	if r.Leases == nil {
+		return
+	}
+	seen := &coordinationv1.Lease{}
+	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, leaseCacheWait, true, func(ctx context.Context) (bool, error) {
+		err := r.Leases.Get(ctx, client.ObjectKeyFromObject(lease), seen)
+		if deleted {
+			return apierrors.IsNotFound(err) || (err == nil && seen.UID != lease.UID), nil
+		}
+		return err == nil && seen.UID == lease.UID && seen.ResourceVersion == lease.ResourceVersion, nil
+	})
 }
 
 // releaseLease deletes the node's lease if this NodeHealthCheck holds it. A release that fails is
@@ -180,8 +222,19 @@ func (r *Reconciler) releaseLease(ctx context.Context, nhc *remediationv1alpha1.
 	return err
 }
 
+// deleteLease deletes the node's lease, as the lease cache shows it, if this NodeHealthCheck holds
+// it; when the cache was behind (the delete conflicted), it decides again on the lease read around
+// the cache.
 func (r *Reconciler) deleteLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
-	lease, err := r.getLease(ctx, node)
+	err := r.deleteLeaseAsRead(ctx, nhc, node, false)
+	if apierrors.IsConflict(err) {
+		err = r.deleteLeaseAsRead(ctx, nhc, node, true)
+	}
+	return err
+}
+
+func (r *Reconciler) deleteLeaseAsRead(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, fresh bool) error {
+	lease, err := r.getLease(ctx, node, fresh)
 	if err != nil || lease == nil {
 		return err
 	}
@@ -191,6 +244,7 @@ func (r *Reconciler) deleteLease(ctx context.Context, nhc *remediationv1alpha1.N
 	if err := r.Delete(ctx, lease, client.Preconditions{UID: &lease.UID, ResourceVersion: &lease.ResourceVersion}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("releasing lease of node %s: %w", node, err)
 	}
+	r.awaitLease(ctx, lease, true)
 	return nil
 }
 
@@ -201,7 +255,7 @@ func (r *Reconciler) deleteLease(ctx context.Context, nhc *remediationv1alpha1.N
 func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, busy func(node string) bool) error {
 	if _, swept := r.sweptLeases.LoadOrStore(nhc.UID, true); !swept {
 		leases := &coordinationv1.LeaseList{}
-		if err := r.reader().List(ctx, leases, client.InNamespace(r.leaseNamespace())); err != nil {
+		if err := r.leaseReader().List(ctx, leases, client.InNamespace(r.leaseNamespace())); err != nil {
 			r.sweptLeases.Delete(nhc.UID)
 			return fmt.Errorf("listing node leases: %w", err)
 		}
@@ -251,4 +305,28 @@ func (r *Reconciler) reader() client.Reader {
 		return r.Client
 	}
 	return r.APIReader
+}
+
+// leaseReader reads node leases: the lease cache, or around the cache without one.
+func (r *Reconciler) leaseReader() client.Reader {
+	if r.Leases == nil {
+		return r.reader()
+	}
+	return r.Leases
+}
+
+// newLeaseCache returns a cache of the Leases in the lease namespace, and only there, added to the
+// manager: renewals then read no lease from the API server, and the operator needs no right to
+// list or watch Leases elsewhere (the kubelets' heartbeats in kube-node-lease alone would be
+// thousands of updates a minute on a large cluster). It informs on Leases once first read.
+func newLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultNamespaces: map[string]cache.Config{namespace: {}}, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, fmt.Errorf("creating the node lease cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return nil, fmt.Errorf("adding the node lease cache: %w", err)
+	}
+	return c, nil
 }

@@ -18,6 +18,9 @@ import (
 // Both controllers run, as in the manager: nhc decides in status, remediation acts on it.
 var e *testutil.ControllerEnv
 
+// requests records the manager's requests to the API server.
+var requests = &testutil.RequestCounter{}
+
 func TestRemediationController(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "remediation controller suite")
@@ -27,7 +30,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	e = testutil.StartControllers(controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+	e = testutil.StartControllersWithOptions(testutil.EnvOptions{ManagerTransport: requests.Wrap}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
 		return controller.SetupWithManager(mgr, controller.Options{Clock: clock})
 	})
 })
