@@ -16,6 +16,8 @@ type Request struct {
 type RequestCounter struct {
 	mu   sync.Mutex
 	seen []Request
+	// taken is how many of seen Take has handed out.
+	taken int
 }
 
 // Wrap returns rt recording each request; it fits rest.Config.Wrap and EnvOptions.ManagerTransport.
@@ -45,6 +47,21 @@ func (c *RequestCounter) Since(mark int, match func(Request) bool) []Request {
 			out = append(out, r)
 		}
 	}
+	return out
+}
+
+// Take returns the requests recorded since the last Take (or since the start) that match, and
+// moves past them.
+func (c *RequestCounter) Take(match func(Request) bool) []Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Request
+	for _, r := range c.seen[c.taken:] {
+		if match(r) {
+			out = append(out, r)
+		}
+	}
+	c.taken = len(c.seen)
 	return out
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -52,34 +51,16 @@ type admissionScale struct {
 
 // apiCounter counts the requests a rest.Config's clients send, but for watches (informers keep
 // theirs open; they are not calls on the admission path).
-type apiCounter struct {
-	mu    sync.Mutex
-	calls []string
-}
+type apiCounter struct{ testutil.RequestCounter }
 
-func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Query().Get("watch") != "true" {
-			c.mu.Lock()
-			c.calls = append(c.calls, req.Method+" "+req.URL.Path)
-			c.mu.Unlock()
-		}
-		return rt.RoundTrip(req)
-	})
-}
-
-// reset forgets the calls so far and returns them.
+// reset returns the calls since the last reset as "<method> <path>", and forgets them.
 func (c *apiCounter) reset() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = nil
+	var calls []string
+	for _, r := range c.Take(func(r testutil.Request) bool { return !r.Watch }) {
+		calls = append(calls, r.Method+" "+r.Path)
+	}
 	return calls
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // admissionFixture is a started control plane and manager with the validating webhook's handler.
 type admissionFixture struct {
@@ -145,7 +126,7 @@ func startAdmissionFixture(tb testing.TB, scale admissionScale) *admissionFixtur
 	// The manager as cmd/manager builds it, on a config whose requests are counted.
 	counter := &apiCounter{}
 	mgrCfg := rest.CopyConfig(cfg)
-	mgrCfg.WrapTransport = counter.wrap
+	mgrCfg.WrapTransport = counter.Wrap
 	opts := ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
 	controller.ConfigureManager(&opts)
 	mgr, err := ctrl.NewManager(mgrCfg, opts)
