@@ -216,10 +216,8 @@ $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
 	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION)
 
 .PHONY: kwok
-kwok: $(KWOK_DIR)/kwok ## Build kwok (simulated nodes) and its stages into bin/kwok (once).
-
-$(KWOK_DIR)/kwok:
-	hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
+kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again when hack/kwok.sh revises them).
+	@hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

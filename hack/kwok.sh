@@ -14,13 +14,26 @@ if [ ! -x "$dest/kwok" ]; then
   echo ">> building kwok $ver (about a minute)"
   GOBIN="$dest" go install "sigs.k8s.io/kwok/cmd/kwok@$ver"
 fi
-if [ ! -f "$dest/kwok-stages.yaml" ]; then
+# The module's node stages write every condition's lastTransitionTime as the node's creation time.
+# A kubelet sets it when the condition's status changes, and the operator reads it: when a node came
+# back (the returning-node hold) and how long it has been unhealthy. The stages here do the same: a
+# condition keeps its lastTransitionTime while its status stays, and gets the current time when its
+# status changes. The first line names this revision, so a cached file from before is rebuilt.
+stages_rev="# stages revision 2: lastTransitionTime changes with the condition's status"
+if [ ! -f "$dest/kwok-stages.yaml" ] || [ "$(head -n1 "$dest/kwok-stages.yaml")" != "$stages_rev" ]; then
   dir=$(cd "$dest" && go mod download -json "sigs.k8s.io/kwok@$ver" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
   {
-    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml node/chaos/node-not-ready.yaml; do
+    echo "$stages_rev"
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml; do
       echo "---"
-      cat "$dir/kustomize/stage/$f"
+      sed -e 's/^\( *\){{ $lastTransitionTime := or .metadata.creationTimestamp $now }}$/&\n\1{{ $existing := .status.conditions }}/' \
+          -e 's/^\( *\){{ range NodeConditions }}$/&\n\1{{ $ltt := $now }}{{ $type := .type }}{{ $status := .status }}{{ range $existing }}{{ if and (eq .type $type) (eq .status $status) }}{{ $ltt = .lastTransitionTime }}{{ end }}{{ end }}/' \
+          -e 's/lastTransitionTime: {{ $lastTransitionTime | Quote }}/lastTransitionTime: {{ $ltt | Quote }}/' \
+          "$dir/kustomize/stage/$f"
     done
+    # The chaos stage (unused by the tests) as the module has it.
+    echo "---"
+    cat "$dir/kustomize/stage/node/chaos/node-not-ready.yaml"
   } > "$dest/kwok-stages.yaml.tmp"
   mv "$dest/kwok-stages.yaml.tmp" "$dest/kwok-stages.yaml"
 fi
