@@ -54,12 +54,18 @@ type options struct {
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 
 	upgrade controller.UpgradeOptions
+	// returnGrace is the returning-node hold.
+	returnGrace time.Duration
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
 	// printVersion prints the version and exits.
 	printVersion bool
 }
+
+// DefaultReturnGrace is --returning-node-grace's default: the node lifecycle controller's default
+// --node-monitor-grace-period (50s) and a margin.
+const DefaultReturnGrace = time.Minute
 
 // leaseNamespaceEnv is how the public operator is told the lease namespace; the flag overrides it.
 const leaseNamespaceEnv = "LEASE_NAMESPACE"
@@ -107,6 +113,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"<namespace>/<name> of a ConfigMap or Lease whose existence pauses new remediations in every NodeHealthCheck: the hook for upgrade tools. A Lease with leaseDurationSeconds pauses only until it expires; --upgrade-max-pause does not end this pause.")
 	fs.DurationVar(&o.upgrade.MaxPause, "upgrade-max-pause", 0,
 		"Resume remediation, with a warning event, once each upgrade signal has held it back this long (for example 6h), measured per signal from when it began; a new signal pauses again. The pause object is not bounded. 0: no limit.")
+	fs.DurationVar(&o.returnGrace, "returning-node-grace", DefaultReturnGrace,
+		"While a NodeHealthCheck's healthy-node threshold holds only by counting nodes that came back (turned healthy) less than this ago, start no new remediation in it: after an outage, the nodes still unhealthy are likely coming back too. A pool whose threshold holds without them, or an isolated failure, is not delayed. At least the node lifecycle's --node-monitor-grace-period (50s by default) is advised. 0: off.")
 	var certSecret, webhookService, webhookConfigs string
 	fs.StringVar(&certSecret, "webhook-cert-secret", "",
 		"<namespace>/<name> of a Secret in which the operator keeps its own webhook CA and certificate, renewed before they expire, for clusters without cert-manager. Mount the Secret at --webhook-cert-dir; needs --webhook-service and --webhook-configurations.")
@@ -157,6 +165,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
 		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
 			o.retryPeriod, o.renewDeadline, o.leaseDuration)
+	}
+	if o.returnGrace < 0 {
+		return nil, fmt.Errorf("--returning-node-grace %s: must not be negative", o.returnGrace)
 	}
 	if o.upgrade.MaxPause < 0 {
 		return nil, fmt.Errorf("--upgrade-max-pause %s: must not be negative", o.upgrade.MaxPause)
@@ -257,7 +268,8 @@ func run(o *options) error {
 			return fmt.Errorf("setting up the webhook certificate rotator: %w", err)
 		}
 	}
-	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade}); err != nil {
+	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
+		ReturnGrace: o.returnGrace}); err != nil {
 		return err
 	}
 

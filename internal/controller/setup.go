@@ -28,6 +28,10 @@ type Options struct {
 	Upgrade UpgradeOptions
 	// Gate, when set, is the upgrade gate to use (tests inspect and drive it); a new one otherwise.
 	Gate *upgrade.Gate
+	// ReturnGrace is the returning-node hold: while a NodeHealthCheck's healthy-node threshold holds
+	// only by counting nodes that came back less than this ago, no new remediation starts
+	// (health.Input.ReturnGrace). Zero: off.
+	ReturnGrace time.Duration
 }
 
 // UpgradeOptions turn on the plain-Kubernetes upgrade detectors (the OpenShift ones turn on by
@@ -85,12 +89,13 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
 	}
 	if err := (&nhc.Reconciler{
-		Client:    mgr.GetClient(),
-		Clock:     o.Clock,
-		Recorder:  mgr.GetEventRecorder(nhc.ControllerName),
-		Gate:      gate,
-		MaxPause:  o.Upgrade.MaxPause,
-		Templates: templates,
+		Client:      mgr.GetClient(),
+		Clock:       o.Clock,
+		Recorder:    mgr.GetEventRecorder(nhc.ControllerName),
+		Gate:        gate,
+		MaxPause:    o.Upgrade.MaxPause,
+		ReturnGrace: o.ReturnGrace,
+		Templates:   templates,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
@@ -102,6 +107,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
+		ReturnGrace:    o.ReturnGrace,
 		Templates:      templates,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)

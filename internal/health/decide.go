@@ -37,6 +37,10 @@ type Node struct {
 	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
 	// first one wins, and this one starts none (never two remediators on one node).
 	RemediatedElsewhere string
+	// Created is when the node object was created (zero: not known). A healthy node whose
+	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
+	// one that turned healthy sooner joined the cluster.
+	Created time.Time
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -56,6 +60,10 @@ const (
 	SkipThreshold SkipReason = "HealthyNodeThreshold"
 	// SkipStorm: storm recovery holds new remediations until its cooldown has passed.
 	SkipStorm SkipReason = "StormRecovery"
+	// SkipNodesReturning: the healthy-node threshold holds only thanks to nodes that came back less
+	// than Input.ReturnGrace ago; new remediations wait, so that nodes still coming back after an
+	// outage are not remediated.
+	SkipNodesReturning SkipReason = "NodesReturning"
 	// SkipMachineHealthCheck: the termination-handler MachineHealthCheck handles the node; it counts
 	// healthy and is not listed in status (the public operator treats it as not matching).
 	SkipMachineHealthCheck SkipReason = "HandledByMachineHealthCheck"
@@ -96,6 +104,14 @@ type Input struct {
 	// ControlPlaneElsewhere names a control-plane node that another NodeHealthCheck remediates: no
 	// control-plane node starts here meanwhile (one at a time across all NodeHealthChecks).
 	ControlPlaneElsewhere string
+	// ReturnGrace turns on the returning-node hold (zero: off). A node "came back" when its
+	// unhealthy-condition types last changed status less than ReturnGrace ago while it is healthy,
+	// at least ReturnGrace after it was created. While the healthy-node threshold holds only by
+	// counting such nodes, no new remediation starts: after an outage ends, the nodes still
+	// unhealthy are likely coming back too (their kubelets start, the node lifecycle controller has
+	// not seen them yet). The hold lasts until enough of them have been back for ReturnGrace, and
+	// never touches a pool whose threshold holds without them: an isolated failure starts at once.
+	ReturnGrace time.Duration
 }
 
 // Action is what to do about one node.
@@ -219,6 +235,7 @@ func (d *Decision) names(a Action) []string {
 func Decide(in Input) Decision {
 	d := Decision{Observed: len(in.Nodes)}
 	d.MinHealthy, d.BudgetErr = MinHealthy(len(in.Nodes), in.MinHealthy, in.MaxUnhealthy)
+	var returned []time.Time // when each healthy node that came back within ReturnGrace did
 
 	for _, n := range in.Nodes {
 		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
@@ -228,6 +245,9 @@ func Decide(in Input) Decision {
 		leftToMHC := h.State == Unhealthy && !n.Remediating && n.LeftToMachineHealthCheck
 		if (h.State == Healthy || leftToMHC) && !n.Remediating {
 			d.Healthy++
+			if at, ok := cameBack(in, n); ok && h.State == Healthy {
+				returned = append(returned, at)
+			}
 		}
 		d.Next = Earliest(d.Next, h.Next)
 		nd := NodeDecision{Name: n.Name, Health: h}
@@ -264,6 +284,17 @@ func Decide(in Input) Decision {
 	case d.Healthy < d.MinHealthy:
 		reason = SkipThreshold
 		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required", d.Healthy, d.Observed, d.MinHealthy)
+	case d.Healthy-len(returned) < d.MinHealthy && slices.ContainsFunc(d.Nodes, func(n NodeDecision) bool { return n.Action == StartRemediation }):
+		// The threshold holds only with nodes that just came back: wait until enough of them have
+		// been back for ReturnGrace (the oldest first).
+		slices.SortFunc(returned, func(a, b time.Time) int { return a.Compare(b) })
+		settled := d.Healthy - len(returned)
+		until := returned[d.MinHealthy-settled-1].Add(in.ReturnGrace)
+		d.Next = Earliest(d.Next, until)
+		reason = SkipNodesReturning
+		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required, but %d of them came back less than %s ago; "+
+			"no new remediation before %s, so that nodes still coming back are not remediated",
+			d.Healthy, d.Observed, d.MinHealthy, len(returned), in.ReturnGrace, until.UTC().Format(time.RFC3339))
 	}
 	if in.StormCooldown != nil {
 		// Re-evaluated on every decision, whether or not a node is unhealthy right now.
@@ -326,4 +357,31 @@ func healthyDelayUntil(delay *time.Duration, n Node, now time.Time) (time.Time, 
 	}
 	until := since.Add(*delay)
 	return until, now.Before(until)
+}
+
+// cameBack reports whether a node that is healthy now came back less than in.ReturnGrace ago, and
+// when: the latest status change of a condition whose type an unhealthy condition names, if it is
+// within ReturnGrace of now and at least ReturnGrace after the node was created (sooner, the node
+// joined the cluster rather than came back).
+func cameBack(in Input, n Node) (time.Time, bool) {
+	if in.ReturnGrace <= 0 {
+		return time.Time{}, false
+	}
+	var at time.Time
+	for _, c := range n.Conditions {
+		if slices.ContainsFunc(in.UnhealthyConditions, func(u remediationv1alpha1.UnhealthyCondition) bool { return u.Type == c.Type }) &&
+			c.LastTransitionTime.After(at) {
+			at = c.LastTransitionTime.Time
+		}
+	}
+	if at.After(in.Now) {
+		at = in.Now // a skewed clock: it just changed
+	}
+	if at.IsZero() || !in.Now.Before(at.Add(in.ReturnGrace)) {
+		return time.Time{}, false
+	}
+	if !n.Created.IsZero() && at.Sub(n.Created) < in.ReturnGrace {
+		return time.Time{}, false
+	}
+	return at, true
 }

@@ -282,6 +282,7 @@ type simulation struct {
 	rules    []remediationv1alpha1.UnhealthyCondition
 	min, max *intstr.IntOrString
 	blockers []Blocker
+	grace    time.Duration // the returning-node hold
 }
 
 func (s *simulation) step(t *testing.T) {
@@ -296,8 +297,20 @@ func (s *simulation) step(t *testing.T) {
 	}
 	s.now = s.now.Add(time.Duration(s.rng.IntN(600)) * time.Second)
 
-	d := Decide(Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers})
+	in := Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers, ReturnGrace: s.grace}
+	d := Decide(in)
 	checkDecision(t, d, s.nodes, s.now)
+	// The returning-node hold: nothing starts unless the threshold holds without the nodes that came
+	// back within the grace.
+	returned := 0
+	for _, n := range s.nodes {
+		if _, ok := cameBack(in, n); ok && !n.Remediating && EvaluateNode(s.rules, n.Conditions, s.now).State == Healthy {
+			returned++
+		}
+	}
+	if len(d.Started()) > 0 && d.Healthy-returned < d.MinHealthy {
+		t.Fatalf("started %v with %d healthy, %d of them back within %s, %d required", d.Started(), d.Healthy, returned, s.grace, d.MinHealthy)
+	}
 
 	started := map[string]bool{}
 	for _, name := range d.Started() {
@@ -405,9 +418,12 @@ func TestBudgetHoldsOverRandomHistories(t *testing.T) {
 	for seed := uint64(0); seed < 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, seed*7919))
 		s := &simulation{rng: rng, now: now, rules: defaults}
+		if rng.IntN(2) == 0 {
+			s.grace = time.Duration(rng.IntN(900)) * time.Second
+		}
 		for i := range 1 + rng.IntN(15) {
 			s.nodes = append(s.nodes, Node{Name: string(rune('a' + i)), Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, time.Hour)},
-				ControlPlane: rng.IntN(3) == 0, Excluded: rng.IntN(8) == 0})
+				ControlPlane: rng.IntN(3) == 0, Excluded: rng.IntN(8) == 0, Created: now.Add(-time.Duration(rng.IntN(7200)) * time.Second)})
 		}
 		b := intstr.Parse(budgets[rng.IntN(len(budgets))])
 		if rng.IntN(2) == 0 {
@@ -643,5 +659,93 @@ func TestOtherNodeHealthChecks(t *testing.T) {
 	}
 	if s := d.Skipped(); len(s) != 1 || s[0].SkipReason != SkipControlPlane || !strings.Contains(s[0].SkipMessage, "cp0") {
 		t.Fatalf("skipped %+v", s)
+	}
+}
+
+// TestReturningNodes: while the healthy-node threshold holds only by counting nodes that came back
+// less than ReturnGrace ago, no new remediation starts, until enough of them have been back that
+// long; a pool whose threshold holds without them, or an isolated failure, starts at once.
+func TestReturningNodes(t *testing.T) {
+	const grace = time.Minute
+	old := now.Add(-24 * time.Hour)
+	back := func(name string, ago time.Duration) Node { // healthy again since ago, created long before
+		return Node{Name: name, Conditions: []corev1.NodeCondition{ready(corev1.ConditionTrue, ago)}, Created: old}
+	}
+	steady := func(name string) Node { return back(name, time.Hour) }
+	sick := func(name string) Node {
+		return Node{Name: name, Conditions: []corev1.NodeCondition{ready(corev1.ConditionUnknown, 10*time.Minute)}, Created: old}
+	}
+	pool := func(nodes ...[]Node) []Node {
+		var out []Node
+		for _, n := range nodes {
+			out = append(out, n...)
+		}
+		return out
+	}
+	many := func(n int, f func(string) Node, prefix string) []Node {
+		var out []Node
+		for i := range n {
+			out = append(out, f(prefix+string(rune('a'+i))))
+		}
+		return out
+	}
+	returnedAgo := func(ago time.Duration) func(string) Node { return func(name string) Node { return back(name, ago) } }
+	minHealthy := intstr.Parse("51%") // 6 of 10
+	tests := []struct {
+		name    string
+		nodes   []Node
+		grace   time.Duration
+		started int
+		next    time.Time // zero: no hold pending
+	}{
+		{name: "an outage ends: the threshold holds only with the nodes back for 10s",
+			nodes: pool(many(1, steady, "s"), many(5, returnedAgo(10*time.Second), "r"), many(4, sick, "x")), grace: grace,
+			// 5 must have been back a minute: the last of them came back 10s ago.
+			next: now.Add(50 * time.Second)},
+		{name: "returns spread out: the hold ends when enough of them have been back a minute",
+			nodes: pool(many(1, steady, "s"), many(3, returnedAgo(50*time.Second), "r"), many(2, returnedAgo(5*time.Second), "q"), many(4, sick, "x")), grace: grace,
+			// 6 healthy, 1 settled: 5 must settle, the 5th oldest came back 5s ago.
+			next: now.Add(55 * time.Second)},
+		{name: "the threshold holds without the returned nodes", grace: grace,
+			nodes: pool(many(6, steady, "s"), many(2, returnedAgo(10*time.Second), "r"), many(2, sick, "x")), started: 2},
+		{name: "an isolated failure in a steady pool", grace: grace,
+			nodes: pool(many(9, steady, "s"), many(1, sick, "x")), started: 1},
+		{name: "returned more than the grace ago", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, returnedAgo(61*time.Second), "r"), many(4, sick, "x")), started: 4},
+		{name: "nodes that just joined did not come back", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, func(name string) Node {
+				n := back(name, 10*time.Second)
+				n.Created = now.Add(-40 * time.Second) // Ready 30s after it registered
+				return n
+			}, "j"), many(4, sick, "x")), started: 4},
+		{name: "off", nodes: pool(many(1, steady, "s"), many(5, returnedAgo(10*time.Second), "r"), many(4, sick, "x")), started: 4},
+		{name: "nothing to start: nothing pending", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(9, returnedAgo(10*time.Second), "r"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, ReturnGrace: tc.grace}
+			d := Decide(in)
+			checkDecision(t, d, tc.nodes, now)
+			if got := len(d.Started()); got != tc.started {
+				t.Fatalf("started %v, want %d", d.Started(), tc.started)
+			}
+			if !d.Next.Equal(tc.next) {
+				t.Fatalf("next %v, want %v", d.Next, tc.next)
+			}
+			if tc.next.IsZero() {
+				return
+			}
+			for _, n := range d.Skipped() {
+				if n.SkipReason != SkipNodesReturning || !strings.Contains(n.SkipMessage, "came back less than 1m0s ago") {
+					t.Fatalf("skipped %s: %s (%s)", n.Name, n.SkipReason, n.SkipMessage)
+				}
+			}
+			// At Next, they start.
+			in.Now = tc.next
+			if d := Decide(in); len(d.Started()) != len(d.Skipped())+len(d.Started()) || len(d.Started()) == 0 {
+				t.Fatalf("at %v started %v, skipped %v", in.Now, d.Started(), d.Skipped())
+			}
+		})
 	}
 }

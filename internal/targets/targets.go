@@ -42,6 +42,8 @@ type Gatherer struct {
 	Gate *upgrade.Gate
 	// MaxPause bounds how long each upgrade signal holds new remediations back; zero: no bound.
 	MaxPause time.Duration
+	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
+	ReturnGrace time.Duration
 	// Access tells which remediation kinds may be watched; nil: every kind.
 	Access AccessChecker
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
@@ -159,7 +161,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	}
 
 	in := health.Input{Now: now, UnhealthyConditions: s.NHC.Spec.UnhealthyConditions, MinHealthy: s.NHC.Spec.MinHealthy,
-		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere}
+		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere, ReturnGrace: g.ReturnGrace}
 	if s.NHC.Spec.HealthyDelay != nil {
 		in.HealthyDelay = &s.NHC.Spec.HealthyDelay.Duration
 	}
@@ -179,7 +181,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
-			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n)}
+			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = elsewhere[n.Name]
 		}

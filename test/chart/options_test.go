@@ -266,6 +266,7 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an unknown value", map[string]any{"replicas": 3}, "additional properties 'replicas' not allowed"},
 		{"a misspelt nested value", map[string]any{"webhooks": map[string]any{"enable": false}}, "additional properties 'enable' not allowed"},
 		{"a bad duration", map[string]any{"upgrade": map[string]any{"maxPause": "six hours"}}, "maxPause"},
+		{"an empty returning-node grace", map[string]any{"returningNodeGrace": ""}, "returningNodeGrace"},
 		{"a bad leader-election duration", map[string]any{"leaderElection": map[string]any{"leaseDuration": "fast"}}, "leaseDuration"},
 		{"an empty leader-election duration", map[string]any{"leaderElection": map[string]any{"retryPeriod": ""}}, "retryPeriod"},
 		{"a bad certificate lifetime", map[string]any{"selfManagedCertificate": map[string]any{"validity": "1 year"}}, "validity"},

@@ -326,6 +326,19 @@ func TestDeploymentIsSecureAndHighlyAvailable(t *testing.T) {
 	}
 }
 
+// The returning-node hold is on by default (as the manager's flag) and can be tuned or turned off.
+func TestReturningNodeGraceValue(t *testing.T) {
+	args := func(values map[string]any) []string {
+		return toStrings(mustRender(t, values).get("Deployment", "nhc-node-healthcheck").Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"])
+	}
+	if a := args(nil); !slices.Contains(a, "--returning-node-grace=60s") {
+		t.Errorf("default args %v lack --returning-node-grace=60s", a)
+	}
+	if a := args(map[string]any{"returningNodeGrace": "0s"}); !slices.Contains(a, "--returning-node-grace=0s") {
+		t.Errorf("args %v lack --returning-node-grace=0s", a)
+	}
+}
+
 func TestUpgradeDetectorValues(t *testing.T) {
 	r := mustRender(t, map[string]any{"upgrade": map[string]any{
 		"clusterAPI": true, "nodeRollout": true, "pauseObject": map[string]any{"enabled": true, "name": "pause-remediation"}, "maxPause": "6h",

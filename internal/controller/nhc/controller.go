@@ -55,6 +55,8 @@ type Reconciler struct {
 	Gate *upgrade.Gate
 	// MaxPause bounds how long upgrade signals hold new remediations back; zero: no bound.
 	MaxPause time.Duration
+	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
+	ReturnGrace time.Duration
 	// Templates reads remediation templates with the rights remediators grant; nil: through the
 	// cache, watching every template kind (tests of this controller alone).
 	Templates *templateaccess.Reader
@@ -90,7 +92,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
-	r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause,
+	r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, targets.CREvents(r.Client))
 		}}

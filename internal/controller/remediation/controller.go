@@ -107,6 +107,9 @@ type Reconciler struct {
 	// MaxPause bounds how long each upgrade signal holds new remediations back, as for the nhc
 	// controller; zero: no bound.
 	MaxPause time.Duration
+	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace), as for the nhc controller;
+	// zero: off.
+	ReturnGrace time.Duration
 
 	watcher *dynamicwatch.Watcher
 	once    sync.Once
@@ -152,7 +155,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause}
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace}
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
 				return r.watcher.Ensure(gvk, targets.CREvents(r.Client))

@@ -18,6 +18,9 @@ import (
 // Both controllers run, as in the manager: nhc decides in status, remediation acts on it.
 var e *testutil.ControllerEnv
 
+// returnGrace is the returning-node hold the controllers run with, on in production.
+const returnGrace = time.Minute
+
 // requests records the manager's requests to the API server.
 var requests = &testutil.RequestCounter{}
 
@@ -31,7 +34,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
 	e = testutil.StartControllersWithOptions(testutil.EnvOptions{ManagerTransport: requests.Wrap}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-		return controller.SetupWithManager(mgr, controller.Options{Clock: clock})
+		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace})
 	})
 })
 

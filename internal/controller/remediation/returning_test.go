@@ -1,0 +1,66 @@
+package remediation_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+)
+
+// The suite runs with a returning-node grace of returnGrace (suite_test.go).
+var _ = Describe("Nodes coming back after an outage", func() {
+	It("are not remediated while the threshold holds only thanks to the nodes that came back; an isolated failure is not delayed", func(ctx SpecContext) {
+		group := e.Unique("g")
+		var nodes []*corev1.Node
+		for range 4 {
+			nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+		}
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(3)
+			n.Spec.MinHealthy = &v
+		})
+		// An outage: three of four fail at once (due at the same moment): 1 healthy, 3 required.
+		for _, node := range nodes[:3] {
+			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		}
+		e.Step(ctx, 5*time.Minute)
+		for _, node := range nodes[:3] {
+			Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
+		}
+
+		// Two come back: 3 healthy, 3 required, but only thanks to the two that just came back. The
+		// third one, likely coming back too, waits.
+		e.SetReady(ctx, nodes[1], corev1.ConditionTrue, 0)
+		e.SetReady(ctx, nodes[2], corev1.ConditionTrue, 0)
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(
+			ContainSubstring("3 of 4 selected nodes are healthy, 3 required, but 2 of them came back less than 1m0s ago"),
+			ContainSubstring(nodes[0].Name)))
+		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(heldBack(ctx, n, nodes[0].Name)()).To(BeTrue(), "listed without remediations")
+
+		// Half the grace later it still waits; once both have been back for the grace, it is
+		// remediated.
+		e.Step(ctx, returnGrace/2)
+		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.Step(ctx, returnGrace/2)
+		Eventually(testCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+
+		// Meanwhile, in a pool that did not have an outage, a node that fails is remediated at once,
+		// although nodes came back elsewhere a moment ago.
+		other := e.Unique("g")
+		var steady []*corev1.Node
+		for range 4 {
+			steady = append(steady, e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour))
+		}
+		e.NewNHC(ctx, other, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(3)
+			n.Spec.MinHealthy = &v
+		})
+		e.SetReady(ctx, steady[0], corev1.ConditionUnknown, 10*time.Minute)
+		Eventually(testCRs(ctx, steady[0].Name)).Should(HaveLen(1))
+	})
+})
