@@ -96,6 +96,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		MaxPause:    o.Upgrade.MaxPause,
 		ReturnGrace: o.ReturnGrace,
 		Templates:   templates,
+		// The remediation controller runs too: a node is listed with its first CR in one write.
+		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}

@@ -278,6 +278,22 @@ func (e *ControllerEnv) Events(ctx context.Context, regarding string) func() []s
 	}
 }
 
+// RelatedEvents returns a function listing the reasons of the events regarding the named object
+// and related to the named one.
+func (e *ControllerEnv) RelatedEvents(ctx context.Context, regarding, related string) func() []string {
+	return func() []string {
+		list := &eventsv1.EventList{}
+		Expect(e.K8s.List(ctx, list)).To(Succeed())
+		var reasons []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Name == regarding && ev.Related != nil && ev.Related.Name == related {
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		return reasons
+	}
+}
+
 // EventNotes returns a function listing the notes of the events with the reason regarding the named
 // object.
 func (e *ControllerEnv) EventNotes(ctx context.Context, regarding, reason string) func() []string {

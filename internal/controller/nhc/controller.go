@@ -60,13 +60,26 @@ type Reconciler struct {
 	// Templates reads remediation templates with the rights remediators grant; nil: through the
 	// cache, watching every template kind (tests of this controller alone).
 	Templates *templateaccess.Reader
+	// StartWait is how long, in real time, the status write waits for the remediation controller's
+	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
+	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
+	StartWait time.Duration
 
 	watcher *dynamicwatch.Watcher
 	targets *targets.Gatherer
 	metrics metricsState
 	// invalidLabels remembers nodes already warned about an empty exclusion label.
 	invalidLabels sync.Map
+	// starting remembers, per NodeHealthCheck, since when (real time) each node whose remediation
+	// starts has been waiting for its first CR (awaitStarts).
+	startingMu sync.Mutex
+	starting   map[string]map[string]time.Time
 }
+
+// DefaultStartWait is StartWait in the manager: the remediation controller creates a CR within
+// milliseconds of the decision; a node it holds back (a lease another operator holds, etcd quorum)
+// is listed this much later.
+const DefaultStartWait = 2 * time.Second
 
 // SetupWithManager registers the controller: NodeHealthChecks, Nodes (only changes of labels,
 // annotations, conditions, cordoning or kubelet version; heartbeats are dropped), CRDs (a
@@ -126,11 +139,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.warnEmptyExclusionLabels(snap)
+	next := snap.Next()
+	if wait := r.awaitStarts(snap); wait > 0 {
+		// The CR's event brings this NodeHealthCheck back sooner.
+		if d := next.Sub(now); next.IsZero() || d > wait {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Millisecond)}, nil
+	}
 	if err := r.report(ctx, snap); err != nil {
 		return ctrl.Result{}, err
 	}
 
-	next := snap.Next()
 	if snap.Problem != nil && (unwatched || snap.Unwatchable) {
 		// A kind that cannot be watched may be created, fixed or permitted without an event.
 		next = health.Earliest(next, now.Add(templateRecheck))
@@ -164,8 +184,50 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
 	return nil
 }
 
+// awaitStarts returns how long the status write waits for the first CRs of the nodes whose
+// remediation starts now (zero: write now). Each such node waits at most StartWait from when this
+// controller first saw it starting: the remediation controller, deciding from the same cache at the
+// same deadline, creates the CR at once, and the status then lists the node with it in one write
+// instead of listing it first without. Issue 15 counts the requests a failure costs; the status of
+// a node the remediation controller holds back comes StartWait late.
+func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
+	if r.StartWait <= 0 {
+		return 0
+	}
+	r.startingMu.Lock()
+	defer r.startingMu.Unlock()
+	if r.starting == nil {
+		r.starting = map[string]map[string]time.Time{}
+	}
+	name, wallNow := snap.Stored.Name, time.Now()
+	seen := r.starting[name]
+	pending := map[string]time.Time{}
+	wait := r.StartWait
+	for _, n := range snap.Decision.Nodes {
+		if n.Action != health.StartRemediation || len(snap.CRs[n.Name]) > 0 {
+			continue
+		}
+		since, ok := seen[n.Name]
+		if !ok {
+			since = wallNow
+		}
+		pending[n.Name] = since
+		// The node waiting longest bounds the wait of all: new starts do not hold it back longer.
+		wait = min(wait, since.Add(r.StartWait).Sub(wallNow))
+	}
+	if len(pending) == 0 {
+		delete(r.starting, name)
+		return 0
+	}
+	r.starting[name] = pending
+	return max(wait, 0)
+}
+
 // forget drops what is kept in memory about a deleted NodeHealthCheck.
 func (r *Reconciler) forget(name string) {
+	r.startingMu.Lock()
+	delete(r.starting, name)
+	r.startingMu.Unlock()
 	r.metrics.syncOngoing(name, nil)
 	if r.Gate != nil {
 		r.Gate.ReportNode(upgrade.DetectorNodeRollout, name, false)

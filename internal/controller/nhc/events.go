@@ -58,10 +58,9 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 			continue
 		}
 		m := n.Health.Matched
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
+		// Related to the node: one series per node (see remediation's nodeRelatedEvent).
+		r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
 			"Node matches unhealthy condition. Node %q, condition type %q, condition status %q", n.Name, m.Type, m.Status)
-		r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, updated, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
-			"NodeHealthCheck %s found the node unhealthy: %s", updated.Name, n.Health.Reason)
 	}
 
 	wasStorm, isStorm := targets.StormState(old.Status.Conditions), targets.StormState(updated.Status.Conditions)

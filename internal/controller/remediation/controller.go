@@ -287,12 +287,15 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
 		return retryAt, err
 	}
-	// Read around the cache, once per new remediation (renewals read the cache): a lease another
-	// operator took or released a moment ago must decide whether a node is remediated at all. The
-	// write below would refuse a stale view of a lease that exists (optimistic concurrency), but a
-	// release the cache does not show yet would hold the node back until the released lease's
-	// recorded expiry, up to its full duration.
-	lease, err := r.getLease(ctx, node, true)
+	// The lease cache first: where it shows no lease, the lease is created with one request (one
+	// another operator took a moment ago, which the cache does not show yet, makes the create fail,
+	// and holdLease reads it then). A lease the cache shows is read around the cache: a release the
+	// cache does not show yet would hold the node back until the released lease's recorded expiry,
+	// up to its full duration.
+	lease, err := r.getLease(ctx, node, false)
+	if err == nil && lease != nil {
+		lease, err = r.getLease(ctx, node, true)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -526,8 +529,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	}
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
-	r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
-	r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "NodeHealthCheck %s created %s %s/%s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName())
+	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	return nil
 }
 
@@ -664,8 +666,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
-		r.event(nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
-		r.nodeEvent(node, nhc, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "NodeHealthCheck %s deleted %s %s/%s: %s", nhc.Name, cr.GetKind(), cr.GetNamespace(), cr.GetName(), why)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}
 	return errors.Join(errs...)
 }
@@ -691,10 +692,13 @@ func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, 
 	}
 }
 
-// nodeEvent emits an event regarding the node, so `kubectl describe node` tells the story too.
-func (r *Reconciler) nodeEvent(node string, nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
+// nodeRelatedEvent emits an event regarding the NodeHealthCheck, as the public operator does, related
+// to the node: the event recorder merges events of one reason, action, regarding and related object
+// into one series that keeps the first note, which without the node would hide every other node's.
+// One event per action: issue 15 counts every request a failure costs.
+func (r *Reconciler) nodeRelatedEvent(nhc *remediationv1alpha1.NodeHealthCheck, node, eventType, reason, action, note string, args ...any) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, nhc, eventType, reason, action, note, args...)
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, eventType, reason, action, note, args...)
 	}
 }
 
