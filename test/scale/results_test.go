@@ -39,7 +39,8 @@ type results struct {
 	Valid   bool     `json:"valid"`
 	Invalid []string `json:"invalid,omitempty"`
 	// SpuriousReadyLosses are nodes that left Ready without being failed by the benchmark.
-	SpuriousReadyLosses int `json:"spuriousReadyLosses"`
+	SpuriousReadyLosses int      `json:"spuriousReadyLosses"`
+	SpuriousNodes       []string `json:"spuriousNodes,omitempty"`
 
 	Steady struct {
 		cost
@@ -69,6 +70,9 @@ type results struct {
 		// NodeHealthCheck's status listing every one of them (negative: before the deadline).
 		StatusListedAfterDeadline    map[string]float64 `json:"statusListedAfterDeadlineSeconds"`
 		StatusListedAfterDeadlineMax float64            `json:"statusListedAfterDeadlineMaxSeconds"`
+		// TransitionSpread: by pool, from the first to the last Ready transition of its failed nodes
+		// (with kwok, the node lifecycle controller marks them Unknown one by one).
+		TransitionSpread map[string]float64 `json:"transitionSpreadSeconds"`
 	} `json:"outage"`
 	Recovery struct {
 		cost
