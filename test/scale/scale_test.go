@@ -286,7 +286,7 @@ func (b *bench) settle(ctx context.Context) {
 	})).To(Succeed())
 }
 
-// phaseStart returns what a phase's cost is measured from.
+// meter is where a phase's cost is measured from.
 type meter struct {
 	start      time.Time
 	reconciles map[string]float64
