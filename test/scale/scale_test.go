@@ -42,6 +42,9 @@ type scenario struct {
 	// GracePeriod is the node lifecycle controller's grace period (kwok nodes); see
 	// localcluster.NodeSimulationOptions.
 	GracePeriod string `json:"gracePeriod,omitempty"`
+	// TemplateListWatch: the test remediator's role grants list and watch on its templates too
+	// (NHC_SCALE_TEMPLATE_LISTWATCH=1), not only the documented get, so the operator caches them.
+	TemplateListWatch bool `json:"templateListWatch"`
 	// Hold is how long the 30% outage is held after the status lists every failed node, to catch
 	// late remediations in pools over their threshold.
 	Hold time.Duration `json:"hold"`
@@ -76,7 +79,9 @@ func TestScale(t *testing.T) {
 	if err != nil || n < 10 {
 		t.Fatalf("NHC_SCALE=%q: want a number of nodes, at least 10", v)
 	}
-	res := run(t, scaleScenario(n))
+	sc := scaleScenario(n)
+	sc.TemplateListWatch = os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != ""
+	res := run(t, sc)
 	path, err := res.write(testutil.Path("bin", "bench"))
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +96,8 @@ func TestScaleSmoke(t *testing.T) {
 		t.Skip("the scale smoke test starts a control plane")
 	}
 	res := run(t, scenario{Nodes: 100, Pools: 2, Driven: true, Duration: 10 * time.Second,
-		Steady: 20 * time.Second, HeartbeatPeriod: 10 * time.Second, Hold: 5 * time.Second})
+		Steady: 20 * time.Second, HeartbeatPeriod: 10 * time.Second, Hold: 5 * time.Second,
+		TemplateListWatch: os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != ""})
 	g := NewWithT(t)
 	g.Expect(res.SpuriousReadyLosses).To(BeZero(), "nodes left Ready without being failed")
 	g.Expect(res.Steady.HeartbeatUpdates).To(BeNumerically(">", 100), "the benchmark made heartbeat-only updates")
@@ -210,10 +216,14 @@ func (b *bench) setup(ctx context.Context) {
 	// As the e2e suite: the chart's RBAC, and the test remediator's permissions by aggregation.
 	_, err = b.cluster.InstallChart(map[string]any{"certManager": map[string]any{"enabled": false}})
 	Expect(err).NotTo(HaveOccurred())
+	templateVerbs := []string{"get"}
+	if b.sc.TemplateListWatch {
+		templateVerbs = []string{"get", "list", "watch"}
+	}
 	Expect(b.k8s.Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
 		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: templateVerbs},
 			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		},
 	})).To(Succeed())
