@@ -39,6 +39,8 @@ type Cluster struct {
 	Dir string
 	// CertDir is where the webhook certificate Secret is mounted for the managers.
 	CertDir string
+	// AuditLog is the API server's audit log (JSON lines), when StartOptions.AuditPolicy was set.
+	AuditLog string
 
 	k8s     client.Client
 	helpers processes
@@ -55,9 +57,21 @@ type Cluster struct {
 // apiServerStopTimeout is how long the API server may drain its connections on SIGTERM.
 const apiServerStopTimeout = 90 * time.Second
 
+// StartOptions tune StartWith.
+type StartOptions struct {
+	// AuditPolicy is an audit policy (audit.k8s.io/v1 YAML, see UserAuditPolicy); when set, the API
+	// server writes its audit events as JSON lines to Cluster.AuditLog, before it answers each request.
+	AuditPolicy string
+}
+
 // Start starts the control plane with the test remediators' CRDs (the NodeHealthCheck CRD and the
 // webhook configurations come with the chart, see InstallChart) and writes an admin kubeconfig.
 func Start() (*Cluster, error) {
+	return StartWith(StartOptions{})
+}
+
+// StartWith is Start with options.
+func StartWith(o StartOptions) (*Cluster, error) {
 	if err := testutil.CheckAssets(); err != nil {
 		return nil, err
 	}
@@ -82,13 +96,18 @@ func Start() (*Cluster, error) {
 	api.Configure().Set("enable-aggregator-routing", "true")
 	// On SIGTERM, end open watches within this grace period instead of waiting for them.
 	api.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	auditLog, err := configureAudit(api, dir, o.AuditPolicy)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	c := &Cluster{Env: env, Config: cfg, Dir: dir, CertDir: filepath.Join(dir, "webhook-certs"), ctx: ctx, stop: stop}
+	c := &Cluster{Env: env, Config: cfg, Dir: dir, CertDir: filepath.Join(dir, "webhook-certs"), AuditLog: auditLog, ctx: ctx, stop: stop}
 	if c.k8s, err = client.New(cfg, client.Options{}); err != nil {
 		_ = c.Stop()
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,26 +75,31 @@ func KwokDir() (string, error) {
 // kwok, which heartbeats every node labelled KwokLabel=KwokLabelValue through
 // its Lease and reports it Ready. Output goes to out.
 func (c *Cluster) StartNodeSimulation(out io.Writer) error {
+	return c.StartNodeSimulationWith(out, NodeSimulationOptions{})
+}
+
+// NodeSimulationOptions tune StartNodeSimulationWith.
+type NodeSimulationOptions struct {
+	// GracePeriod replaces NodeGracePeriod (for example "20s"). kwok renews each node's Lease every
+	// 10s (a quarter of its 40s duration), so with the 10s default a renewal that is late at all
+	// makes the node Unknown: on a loaded machine with many nodes, give it more.
+	GracePeriod string
+}
+
+// StartNodeSimulationWith is StartNodeSimulation with options.
+func (c *Cluster) StartNodeSimulationWith(out io.Writer, o NodeSimulationOptions) error {
 	kwokDir, err := KwokDir()
 	if err != nil {
 		return err
 	}
-	rootCA := filepath.Join(c.Dir, "ca.crt")
-	if err := os.WriteFile(rootCA, c.Config.CAData, 0o600); err != nil {
-		return err
+	grace := NodeGracePeriod
+	if o.GracePeriod != "" {
+		grace = o.GracePeriod
 	}
-	kcm := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), //nolint:gosec // our binary
-		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
-		"--controllers=node-lifecycle-controller,garbage-collector-controller,clusterrole-aggregation-controller,"+
-			"namespace-controller,serviceaccount-controller,serviceaccount-token-controller",
-		// The service-account token controller signs with the API server's key.
-		"--service-account-private-key-file="+filepath.Join(c.Env.ControlPlane.APIServer.CertDir, "sa-signer.key"), "--root-ca-file="+rootCA,
-		"--node-monitor-grace-period="+NodeGracePeriod, "--node-monitor-period=1s",
-		// Never evict or taint-evict pods here; only the Ready condition matters.
-		"--node-eviction-rate=0", "--secondary-node-eviction-rate=0")
-	kcm.Stdout, kcm.Stderr = out, out
-	if err := c.helpers.start(kcm); err != nil {
-		return fmt.Errorf("starting kube-controller-manager: %w", err)
+	if err := c.startControllerManager(out, grace, "node-lifecycle-controller", "garbage-collector-controller",
+		"clusterrole-aggregation-controller", "namespace-controller", "serviceaccount-controller",
+		"serviceaccount-token-controller"); err != nil {
+		return err
 	}
 	kwok := exec.Command(filepath.Join(kwokDir, "kwok"), //nolint:gosec // our binary
 		"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(kwokDir, "kwok-stages.yaml"),
@@ -102,6 +108,34 @@ func (c *Cluster) StartNodeSimulation(out io.Writer) error {
 	kwok.Stdout, kwok.Stderr = out, out
 	if err := c.helpers.start(kwok); err != nil {
 		return fmt.Errorf("starting kwok: %w", err)
+	}
+	return nil
+}
+
+// StartControllerManager starts kube-controller-manager with only the controllers named (for
+// example "clusterrole-aggregation-controller"), tuned as StartNodeSimulation's: a node lifecycle
+// controller among them marks nodes Ready=Unknown NodeGracePeriod after their last heartbeat. Output
+// goes to out.
+func (c *Cluster) StartControllerManager(out io.Writer, controllers ...string) error {
+	return c.startControllerManager(out, NodeGracePeriod, controllers...)
+}
+
+func (c *Cluster) startControllerManager(out io.Writer, grace string, controllers ...string) error {
+	rootCA := filepath.Join(c.Dir, "ca.crt")
+	if err := os.WriteFile(rootCA, c.Config.CAData, 0o600); err != nil {
+		return err
+	}
+	kcm := exec.Command(filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), "kube-controller-manager"), //nolint:gosec // our binary
+		"--kubeconfig="+c.Kubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers="+strings.Join(controllers, ","),
+		// The service-account token controller signs with the API server's key.
+		"--service-account-private-key-file="+filepath.Join(c.Env.ControlPlane.APIServer.CertDir, "sa-signer.key"), "--root-ca-file="+rootCA,
+		"--node-monitor-grace-period="+grace, "--node-monitor-period=1s",
+		// Never evict or taint-evict pods here; only the Ready condition matters.
+		"--node-eviction-rate=0", "--secondary-node-eviction-rate=0")
+	kcm.Stdout, kcm.Stderr = out, out
+	if err := c.helpers.start(kcm); err != nil {
+		return fmt.Errorf("starting kube-controller-manager: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,242 @@
+package scale
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/medik8s/node-healthcheck/test/localcluster"
+)
+
+// reconciles scrapes the manager's plain-HTTP metrics endpoint and returns
+// controller_runtime_reconcile_total summed by controller.
+func reconciles(ctx context.Context, metricsAddr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scraping metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scraping metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "controller_runtime_reconcile_total{") {
+			continue
+		}
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "controller_runtime_reconcile_total{"), "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		out[labelValue(labels, "controller")] += v
+	}
+	return out, sc.Err()
+}
+
+func labelValue(labels, name string) string {
+	for _, l := range strings.Split(labels, ",") {
+		if k, v, ok := strings.Cut(l, "="); ok && k == name {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+func diff(after, before map[string]float64) (map[string]float64, float64) {
+	out, total := map[string]float64{}, 0.0
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+			total += d
+		}
+	}
+	return out, total
+}
+
+// procStats reads a process's CPU seconds (user+system) from /proc/<pid>/stat and its RSS from
+// /proc/<pid>/status.
+func procStats(pid int) (cpuSeconds float64, rssMiB float64, err error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	// Fields after the command name (which may hold spaces) in parentheses; utime and stime are
+	// fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+	s := string(stat)
+	fields := strings.Fields(s[strings.LastIndex(s, ")")+1:])
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			rssMiB = kb / 1024
+		}
+	}
+	return (utime + stime) / 100, rssMiB, nil
+}
+
+// rssSampler records the largest RSS of a process, sampled every second, since the last reset.
+type rssSampler struct {
+	mu  sync.Mutex
+	max float64
+}
+
+func (r *rssSampler) run(ctx context.Context, pid int) {
+	for {
+		if _, rss, err := procStats(pid); err == nil {
+			r.mu.Lock()
+			r.max = math.Max(r.max, rss)
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// take returns the largest RSS since the last take and starts again from the current value.
+func (r *rssSampler) take(pid int) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.max
+	if _, rss, err := procStats(pid); err == nil {
+		m = math.Max(m, rss)
+		r.max = rss
+	}
+	return m
+}
+
+// requestCounts are API requests by key ("verb resource[/subresource]").
+type requestCounts map[string]int
+
+func (r requestCounts) total() int {
+	n := 0
+	for _, v := range r {
+		n += v
+	}
+	return n
+}
+
+// auditCounts are a window's API requests of the manager, from the audit log.
+type auditCounts struct {
+	// Requests are the requests other than watches and leader election, by "verb resource".
+	Requests requestCounts `json:"requests"`
+	// Watches are the watches started, by resource.
+	Watches requestCounts `json:"watches"`
+	// LeaderElection are the leader election Lease's requests, by verb.
+	LeaderElection requestCounts `json:"leaderElection"`
+}
+
+// count buckets the manager's audit events between from and to.
+func count(events []localcluster.AuditEvent, from, to time.Time) auditCounts {
+	c := auditCounts{Requests: requestCounts{}, Watches: requestCounts{}, LeaderElection: requestCounts{}}
+	for _, e := range events {
+		if e.StageTimestamp.Before(from) || !e.StageTimestamp.Before(to) {
+			continue
+		}
+		resource := "nonResource " + e.RequestURI
+		if e.ObjectRef != nil {
+			resource = e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				resource += "/" + e.ObjectRef.Subresource
+			}
+		}
+		switch {
+		case e.Verb == "watch":
+			if e.Stage == "ResponseStarted" {
+				c.Watches[resource]++
+			}
+		case e.Stage != "ResponseComplete":
+		case e.ObjectRef != nil && e.ObjectRef.Resource == "leases" && e.ObjectRef.Namespace == localcluster.ChartNamespace:
+			c.LeaderElection[e.Verb]++
+		default:
+			c.Requests[e.Verb+" "+resource]++
+		}
+	}
+	return c
+}
+
+// uncachedReads are the GETs and LISTs of nodes and leases among the requests.
+func uncachedReads(r requestCounts) int {
+	n := 0
+	for k, v := range r {
+		verb, resource, _ := strings.Cut(k, " ")
+		if (verb == "get" || verb == "list") && (resource == "nodes" || resource == "leases") {
+			n += v
+		}
+	}
+	return n
+}
+
+// events are the events written among the requests.
+func events(r requestCounts) int {
+	n := 0
+	for k, v := range r {
+		if _, resource, _ := strings.Cut(k, " "); resource == "events" {
+			n += v
+		}
+	}
+	return n
+}
+
+// latencies summarises durations in seconds.
+type latencies struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50Seconds"`
+	P99 float64 `json:"p99Seconds"`
+	Max float64 `json:"maxSeconds"`
+	Min float64 `json:"minSeconds"`
+}
+
+func summarise(ds []time.Duration) latencies {
+	if len(ds) == 0 {
+		return latencies{}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	q := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(ds)))) - 1
+		return round(ds[max(i, 0)].Seconds())
+	}
+	return latencies{N: len(ds), P50: q(0.5), P99: q(0.99), Max: round(ds[len(ds)-1].Seconds()), Min: round(ds[0].Seconds())}
+}
+
+func round(s float64) float64 { return math.Round(s*1000) / 1000 }
+
+// waitFor polls cond every 100ms until it holds or timeout passes.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting %s for %s: %w", timeout, what, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package scale
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// cost is what a phase cost the manager.
+type cost struct {
+	Seconds float64 `json:"seconds"`
+	// Reconciles are controller_runtime_reconcile_total's increase, by controller.
+	Reconciles      map[string]float64 `json:"reconciles"`
+	ReconcilesTotal float64            `json:"reconcilesTotal"`
+	// API are the manager's API requests, from the API server's audit log.
+	API auditCounts `json:"api"`
+	// UncachedReads are the GETs and LISTs of nodes and leases among them.
+	UncachedReads          int     `json:"uncachedReads"`
+	UncachedReadsPerSecond float64 `json:"uncachedReadsPerSecond"`
+	ManagerCPUSeconds      float64 `json:"managerCPUSeconds"`
+	ManagerRSSMaxMiB       float64 `json:"managerRSSMaxMiB"`
+	// HeartbeatUpdates are the heartbeat-only node status updates the benchmark made (driven nodes).
+	HeartbeatUpdates int64 `json:"heartbeatUpdates"`
+}
+
+// results are a run's figures, written as JSON.
+type results struct {
+	Scenario scenario    `json:"scenario"`
+	Machine  machineInfo `json:"machine"`
+	Started  time.Time   `json:"started"`
+	// Valid is false when the run does not measure what it should (Invalid says why).
+	Valid   bool     `json:"valid"`
+	Invalid []string `json:"invalid,omitempty"`
+	// SpuriousReadyLosses are nodes that left Ready without being failed by the benchmark.
+	SpuriousReadyLosses int      `json:"spuriousReadyLosses"`
+	SpuriousNodes       []string `json:"spuriousNodes,omitempty"`
+
+	Steady struct {
+		cost
+	} `json:"steady"`
+	OnePercent struct {
+		cost
+		Failures int `json:"failures"`
+		// CRLatency: from each condition's expiry to its CR's ADDED event at the benchmark.
+		CRLatency latencies `json:"crLatency"`
+		// RequestsPerFailure: the manager's requests (no watches, no leader election) from the failures
+		// until every CR exists (and 2s more), per failure; events included.
+		RequestsPerFailure             float64 `json:"requestsPerFailure"`
+		EventsPerFailure               float64 `json:"eventsPerFailure"`
+		RequestsPerFailureWithRecovery float64 `json:"requestsPerFailureWithRecovery"`
+		// Recovery is the recovery of those nodes, until their CRs are gone.
+		Recovery cost `json:"recovery"`
+	} `json:"onePercent"`
+	Outage struct {
+		cost
+		Failures                     int       `json:"failures"`
+		OverThresholdPools           []string  `json:"overThresholdPools"`
+		FailuresInOverThresholdPools int       `json:"failuresInOverThresholdPools"`
+		CRsCreated                   int       `json:"crsCreated"`
+		CRsInOverThresholdPools      int       `json:"crsInOverThresholdPools"`
+		CRLatency                    latencies `json:"crLatency"`
+		// StatusListedAfterDeadline: by pool, from the latest deadline of its failed nodes to the
+		// NodeHealthCheck's status listing every one of them (negative: before the deadline).
+		StatusListedAfterDeadline    map[string]float64 `json:"statusListedAfterDeadlineSeconds"`
+		StatusListedAfterDeadlineMax float64            `json:"statusListedAfterDeadlineMaxSeconds"`
+		// TransitionSpread: by pool, from the first to the last Ready transition of its failed nodes
+		// (with kwok, the node lifecycle controller marks them Unknown one by one).
+		TransitionSpread map[string]float64 `json:"transitionSpreadSeconds"`
+	} `json:"outage"`
+	Recovery struct {
+		cost
+		// CRGoneAfterNodeReady: from a node seen Ready to its CR's DELETED event.
+		CRGoneAfterNodeReady         latencies `json:"crGoneAfterNodeReady"`
+		AllGoneAfterLastReadySeconds float64   `json:"allGoneAfterLastReadySeconds"`
+		CRsLeft                      int       `json:"crsLeft"`
+		// CRsCreated arrived after the recovery began.
+		CRsCreated              int            `json:"crsCreated"`
+		CRsCreatedByPool        map[string]int `json:"crsCreatedByPool"`
+		CRsCreatedForReadyNodes int            `json:"crsCreatedForReadyNodes"`
+	} `json:"recovery"`
+	Targets []target `json:"targets"`
+}
+
+// target is one of issue 15's targets and the run's figure.
+type target struct {
+	Name     string  `json:"name"`
+	Target   string  `json:"target"`
+	Measured float64 `json:"measured"`
+	Met      bool    `json:"met"`
+}
+
+func (r *results) targets() {
+	rss := max(r.Steady.ManagerRSSMaxMiB, r.OnePercent.ManagerRSSMaxMiB, r.OnePercent.Recovery.ManagerRSSMaxMiB, r.Outage.ManagerRSSMaxMiB, r.Recovery.ManagerRSSMaxMiB)
+	uncached := max(r.OnePercent.UncachedReadsPerSecond, r.Outage.UncachedReadsPerSecond, r.Recovery.UncachedReadsPerSecond)
+	add := func(name, tgt string, measured float64, met bool) {
+		r.Targets = append(r.Targets, target{Name: name, Target: tgt, Measured: measured, Met: met})
+	}
+	add("CR p99 after the duration expires (1% failing), s", "<= 1", r.OnePercent.CRLatency.P99, r.OnePercent.CRLatency.P99 <= 1)
+	add("reconciles from heartbeat-only updates (steady state)", "0", r.Steady.ReconcilesTotal, r.Steady.ReconcilesTotal == 0)
+	steadyReqs := float64(r.Steady.API.Requests.total())
+	add("API requests from heartbeat-only updates (steady state, without leader election and watches)", "0", steadyReqs, steadyReqs == 0)
+	add("manager RSS, MiB (max over the phases)", "<= 80", rss, rss <= 80)
+	add("API requests per remediated node incl. events (1% failing, until remediated)", "<= 6", r.OnePercent.RequestsPerFailure, r.OnePercent.RequestsPerFailure <= 6)
+	add("uncached reads (GET/LIST nodes, leases) per second while remediations run (max of phases 2-4)", "0", uncached, uncached == 0)
+	add("status lists every unhealthy node after the deadline, 30% failing, s (max over pools)", "<= 5", r.Outage.StatusListedAfterDeadlineMax, r.Outage.StatusListedAfterDeadlineMax <= 5)
+	add("CRs in pools over their threshold", "0", float64(r.Outage.CRsInOverThresholdPools), r.Outage.CRsInOverThresholdPools == 0)
+	add("CRs created during the recovery of a mass outage", "0", float64(r.Recovery.CRsCreated), r.Recovery.CRsCreated == 0)
+}
+
+func (r *results) summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %d nodes, %d NodeHealthChecks, driven=%v, valid=%v %v, spurious Ready losses %d\n",
+		r.Scenario.Nodes, r.Scenario.Pools, r.Scenario.Driven, r.Valid, r.Invalid, r.SpuriousReadyLosses)
+	for _, t := range r.Targets {
+		mark := "MET   "
+		if !t.Met {
+			mark = "MISSED"
+		}
+		fmt.Fprintf(&b, "  %s %-100s %10.3f (target %s)\n", mark, t.Name, t.Measured, t.Target)
+	}
+	return b.String()
+}
+
+// write writes the results to dir as scale-<nodes>-<time>.json and scale-<nodes>-latest.json and
+// returns the first path.
+func (r *results) write(dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("scale-%d-%s.json", r.Scenario.Nodes, r.Started.Format("20060102T150405Z")))
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-%d-latest.json", r.Scenario.Nodes)), data, 0o644)
+}
+
+// machineInfo is where a run ran.
+type machineInfo struct {
+	NProc     int    `json:"nproc"`
+	MemoryMiB int    `json:"memoryMiB"`
+	GoVersion string `json:"goVersion"`
+	Commit    string `json:"commit"`
+	CPU       string `json:"cpu"`
+}
+
+func machine() machineInfo {
+	m := machineInfo{NProc: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if out, err := exec.Command("git", "-C", testutil.RepoRoot(), "describe", "--always", "--dirty").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int
+		if _, err := fmt.Sscanf(strings.SplitN(string(data), "\n", 2)[0], "MemTotal: %d kB", &kb); err == nil {
+			m.MemoryMiB = kb / 1024
+		}
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				m.CPU = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	return m
+}
