@@ -1,8 +1,9 @@
 // Package templateaccess reads remediation templates with the rights remediators grant. The
 // documented contract (rbac.ext-remediation aggregation) grants only get on templates; many
 // remediators grant list and watch too. Templates of a kind the operator may list and watch are read
-// from the shared cache and watched; the others are read with a direct GET, one per read, and
-// callers look again after a while instead of being notified.
+// from the shared cache and watched; the others are read with a direct GET, reused for DirectReuse
+// (a burst of failures reads each template once), and callers look again after a while instead of
+// being notified.
 package templateaccess
 
 import (
@@ -12,7 +13,10 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,8 +36,31 @@ type Reader struct {
 	// Mapper maps kinds to resources.
 	Mapper meta.RESTMapper
 
+	// Now tells the time for DirectReuse; nil: time.Now.
+	Now func() time.Time
+
 	mu       sync.Mutex
 	watching map[schema.GroupKind]decision
+	// direct holds the templates read directly, for DirectReuse.
+	direct map[directKey]directRead
+}
+
+// DirectReuse is how long a template read directly (its kind may not be watched) is reused,
+// NotFound included: a burst of failures, each reconcile of every NodeHealthCheck reading the
+// template, costs one GET per template and period instead of one per read. A template created,
+// changed or deleted is seen this much later at most.
+const DirectReuse = 5 * time.Second
+
+type directKey struct {
+	gvk  schema.GroupVersionKind
+	key  client.ObjectKey
+	meta bool // read as PartialObjectMetadata
+}
+
+type directRead struct {
+	obj client.Object
+	err error
+	at  time.Time
 }
 
 type decision struct {
@@ -101,5 +128,54 @@ func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 	if watchable {
 		return r.Cached.Get(ctx, key, obj)
 	}
-	return r.Direct.Get(ctx, key, obj)
+	return r.getDirect(ctx, key, obj)
+}
+
+// getDirect reads a template from the API server, or the copy read less than DirectReuse ago.
+func (r *Reader) getDirect(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	_, isMeta := obj.(*metav1.PartialObjectMetadata)
+	_, isUnstructured := obj.(*unstructured.Unstructured)
+	if !isMeta && !isUnstructured {
+		return r.Direct.Get(ctx, key, obj)
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	k := directKey{gvk: obj.GetObjectKind().GroupVersionKind(), key: key, meta: isMeta}
+	r.mu.Lock()
+	read, ok := r.direct[k]
+	r.mu.Unlock()
+	if !ok || now.Sub(read.at) >= DirectReuse || now.Before(read.at) {
+		err := r.Direct.Get(ctx, key, obj)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err // not reused: the next read asks again
+		}
+		read = directRead{err: err, at: now}
+		if err == nil {
+			read.obj = obj.DeepCopyObject().(client.Object)
+		}
+		r.mu.Lock()
+		if r.direct == nil {
+			r.direct = map[directKey]directRead{}
+		}
+		for dk, dr := range r.direct { // templates are few; drop what expired
+			if now.Sub(dr.at) >= DirectReuse {
+				delete(r.direct, dk)
+			}
+		}
+		r.direct[k] = read
+		r.mu.Unlock()
+		return err
+	}
+	if read.err != nil {
+		return read.err
+	}
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		o.Object = read.obj.(*unstructured.Unstructured).DeepCopy().Object
+	case *metav1.PartialObjectMetadata:
+		*o = *read.obj.(*metav1.PartialObjectMetadata).DeepCopy()
+	}
+	return nil
 }

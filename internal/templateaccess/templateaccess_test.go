@@ -2,9 +2,12 @@ package templateaccess
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,8 +61,8 @@ func TestReadsWatchableKindsFromTheCacheAndOthersDirectly(t *testing.T) {
 			}
 		}
 	}
-	if cached.gets != 3 || direct.gets != 3 {
-		t.Errorf("cached %d, direct %d reads; want 3 and 3", cached.gets, direct.gets)
+	if cached.gets != 3 || direct.gets != 1 {
+		t.Errorf("cached %d, direct %d reads; want 3 and 1 (direct reads are reused for DirectReuse)", cached.gets, direct.gets)
 	}
 	if reviews != 4 { // list and watch, once per kind
 		t.Errorf("%d access reviews for two kinds, want 4: answers must be remembered", reviews)
@@ -74,3 +77,69 @@ func TestAKindThatIsNotServedIsNotWatchable(t *testing.T) {
 		t.Errorf("watchable %v, err %v, reviews %d", w, err, reviews)
 	}
 }
+
+// A template read directly is reused for DirectReuse, NotFound included, as an independent copy;
+// then it is read again. Other errors are not reused.
+func TestDirectReadsAreReusedBriefly(t *testing.T) {
+	reviews, now := 0, time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
+	r, _, _ := newReader(t, &reviews)
+	r.Now = func() time.Time { return now }
+	gets, answer := 0, error(nil)
+	r.Direct = readerFunc(func(_ context.Context, _ client.ObjectKey, obj client.Object) error {
+		gets++
+		if answer != nil {
+			return answer
+		}
+		u := obj.(*unstructured.Unstructured)
+		u.Object["spec"] = map[string]any{"read": int64(gets)}
+		return nil
+	})
+	read := func() (*unstructured.Unstructured, error) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(getOnly)
+		return u, r.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "t"}, u)
+	}
+	first, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Object["spec"] = "changed by a caller"
+	now = now.Add(DirectReuse - time.Millisecond)
+	second, err := read()
+	if err != nil || gets != 1 || second.Object["spec"].(map[string]any)["read"] != int64(1) {
+		t.Fatalf("within DirectReuse: %d GETs, got %v (%v); want the first read, unchanged by its caller", gets, second.Object["spec"], err)
+	}
+	now = now.Add(time.Millisecond)
+	if third, err := read(); err != nil || gets != 2 || third.Object["spec"].(map[string]any)["read"] != int64(2) {
+		t.Fatalf("after DirectReuse: %d GETs, got %v (%v); want a new read", gets, third.Object["spec"], err)
+	}
+
+	answer = apierrors.NewNotFound(schema.GroupResource{Group: getOnly.Group, Resource: "strictremediationtemplates"}, "t")
+	now = now.Add(DirectReuse)
+	for range 2 {
+		if _, err := read(); !apierrors.IsNotFound(err) {
+			t.Fatalf("got %v, want NotFound", err)
+		}
+	}
+	if gets != 3 {
+		t.Fatalf("%d GETs; a NotFound is reused too", gets)
+	}
+	answer = errors.New("connection refused")
+	now = now.Add(DirectReuse)
+	for range 2 {
+		if _, err := read(); err == nil {
+			t.Fatal("an error was swallowed")
+		}
+	}
+	if gets != 5 {
+		t.Fatalf("%d GETs; other errors are not reused", gets)
+	}
+}
+
+type readerFunc func(ctx context.Context, key client.ObjectKey, obj client.Object) error
+
+func (f readerFunc) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	return f(ctx, key, obj)
+}
+
+func (f readerFunc) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
