@@ -42,6 +42,7 @@ type options struct {
 	metricsAddr      string
 	metricsSecure    bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionID string
 	leaderElectionNS string
@@ -76,6 +77,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Address the metrics endpoint binds to, for example :8443 (HTTPS) or :8080 (with --metrics-secure=false). \"0\" disables metrics.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true,
 		"Serve metrics over HTTPS and require an authenticated, authorized client (TokenReview and SubjectAccessReview). False serves plain HTTP, for local use only.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0",
+		"Address Go's pprof endpoints (/debug/pprof/) bind to, for example localhost:6060, to profile memory and CPU. \"0\" (the default) disables them; they have no authentication.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081",
 		"Address the health (/healthz) and readiness (/readyz) probes bind to.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true,
@@ -234,6 +237,7 @@ func run(o *options) error {
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.probeAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaseDuration:                 &o.leaseDuration,

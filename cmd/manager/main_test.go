@@ -25,7 +25,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"upgrade-detect-cluster-api", "upgrade-detect-node-rollout", "upgrade-pause-object", "upgrade-max-pause",
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
-		"webhook-cert-validity", "webhook-ca-validity", "version", "returning-node-grace",
+		"webhook-cert-validity", "webhook-ca-validity", "version", "returning-node-grace", "pprof-bind-address",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -51,6 +51,9 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if o.upgrade != (controller.UpgradeOptions{}) {
 		t.Errorf("plain-Kubernetes upgrade detectors must be off by default: %+v", o.upgrade)
+	}
+	if o.pprofAddr != "0" {
+		t.Errorf("pprof must be off by default (it has no authentication), got %q", o.pprofAddr)
 	}
 	if o.returnGrace != time.Minute {
 		t.Errorf("returning-node grace %s, want 1m (the node lifecycle's default grace period and a margin)", o.returnGrace)
