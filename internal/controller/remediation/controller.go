@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,6 +73,19 @@ const (
 // call that hangs, fails and is retried instead of blocking a worker for good.
 const reconcileTimeout = 2 * time.Minute
 
+// concurrentReconciles is how many NodeHealthChecks are reconciled at once, and parallelStarts how
+// many of one NodeHealthCheck's new remediations start at once: a remediation's start is two writes
+// (the lease, the CR) and a wait for the cache, mostly waiting on the API server. Issue 15's scale
+// benchmark: 50 failures in 50 NodeHealthChecks, and 900 in 40, were created one after the other.
+// What keeps decisions made at the same time apart: reconciles of one NodeHealthCheck never overlap
+// (the workqueue), the node lease keeps two NodeHealthChecks off one node (the second's create
+// fails, and it reads the first's lease), and control-plane starts are serialized and decided again
+// (controlPlaneStart).
+const (
+	concurrentReconciles = 4
+	parallelStarts       = 8
+)
+
 // +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
@@ -121,6 +135,9 @@ type Reconciler struct {
 	// leftLeases holds "<nhc uid>/<node>" -> node for leases that may still be ours after their
 	// remediation ended; sweptLeases the NodeHealthChecks whose leases were listed once.
 	leftLeases, sweptLeases sync.Map
+	// controlPlane serializes the starts of control-plane remediations across NodeHealthChecks
+	// reconciled at once (controlPlaneStart).
+	controlPlane sync.Mutex
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
@@ -135,7 +152,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(nhc.NodeChangePredicate())).
-		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
+		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout, MaxConcurrentReconciles: concurrentReconciles}).
 		Build(r)
 	if err != nil {
 		return err
@@ -196,7 +213,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	next := snap.Next()
 	var errs []error
+	var mu sync.Mutex
 	act := func(at time.Time, err error) {
+		mu.Lock()
+		defer mu.Unlock()
 		next = health.Earliest(next, at)
 		if err != nil {
 			errs = append(errs, err)
@@ -205,9 +225,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, node := range snap.Orphans {
 		act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
 	}
+	// New remediations start in parallel (parallelStarts at a time); the rest acts in order.
+	var starts errgroup.Group
+	starts.SetLimit(parallelStarts)
 	for _, d := range snap.Decision.Nodes {
+		if d.Action == health.StartRemediation {
+			starts.Go(func() error { act(r.start(ctx, snap, d)); return nil })
+			continue
+		}
 		act(r.actOn(ctx, snap, d))
 	}
+	_ = starts.Wait()
 	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
 		d, listed := snap.Node(node)
 		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation)
@@ -276,10 +304,36 @@ func nodeInput(snap *targets.Snapshot, name string) (health.Node, bool) {
 	return health.Node{}, false
 }
 
-// start creates a node's first CR once it holds the node's lease and, for a control-plane node on
-// OpenShift, etcd quorum allows it. It returns when to look again.
+// start starts a node's remediation: a control-plane node's one at a time across NodeHealthChecks
+// (controlPlaneStart), any other at once (startNow). It returns when to look again.
 func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
-	nhc, node, now := snap.Stored, d.Name, snap.Now
+	if n, ok := nodeInput(snap, d.Name); ok && n.ControlPlane {
+		return r.controlPlaneStart(ctx, snap, d)
+	}
+	return r.startNow(ctx, snap, d.Name)
+}
+
+// controlPlaneStart starts a control-plane node's remediation one at a time across NodeHealthChecks
+// reconciled at once: under a lock, from a snapshot read again after the last such start ended
+// (which waited until the cache showed its CR, or recorded it), so a control-plane remediation
+// another NodeHealthCheck started meanwhile holds this one back, as in a serial reconcile.
+func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
+	r.controlPlane.Lock()
+	defer r.controlPlane.Unlock()
+	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Acting: true, Templates: r.templates()})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if again, ok := fresh.Node(d.Name); !ok || again.Action != health.StartRemediation {
+		return fresh.Next(), nil // decided otherwise now; the CR's event brings the next decision
+	}
+	return r.startNow(ctx, fresh, d.Name)
+}
+
+// startNow takes the node's lease and creates its first CR, after the etcd guard for a control-plane
+// node on OpenShift. It returns when to look again.
+func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node string) (time.Time, error) {
+	nhc, now := snap.Stored, snap.Now
 	first := health.Escalate(health.EscalationInput{Steps: targets.Steps(&snap.NHC.Spec), Now: now, Unhealthy: true}).Next
 	if first == nil {
 		return time.Time{}, nil
@@ -537,9 +591,11 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 // its own writes within milliseconds.
 const cacheWait = 2 * time.Second
 
-// awaitCache waits until the cache shows the CR just created, so that the next decision (of any
-// NodeHealthCheck: reconciles run one at a time) counts it. Where the cache lags longer, the
-// snapshots count the CR from a record instead (targets.Gatherer.Created).
+// awaitCache waits until the cache shows the CR just created, so that the next decision of this
+// NodeHealthCheck, and every decision that starts a control-plane remediation after it (they are
+// serialized), count it. Where the cache lags longer, the snapshots count the CR from a record
+// instead (targets.Gatherer.Created). Decisions of other NodeHealthCheck made meanwhile may not see
+// it: the node lease keeps them off the node.
 func (r *Reconciler) awaitCache(ctx context.Context, cr *unstructured.Unstructured) {
 	seen := &unstructured.Unstructured{}
 	seen.SetGroupVersionKind(cr.GroupVersionKind())
