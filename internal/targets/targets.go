@@ -251,15 +251,23 @@ func (g *Gatherer) controlPlaneElsewhere(ctx context.Context, elsewhere map[stri
 			return name, nil
 		}
 	}
-	for _, name := range names {
-		n := &corev1.Node{}
-		if err := g.Reader.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-			if client.IgnoreNotFound(err) == nil {
-				continue
-			}
-			return "", fmt.Errorf("getting node %s: %w", name, err)
+	if len(names) == 0 {
+		return "", nil
+	}
+	// The control-plane nodes (a few), not every node remediated elsewhere (900 in the scale
+	// benchmark's outage, each read and copied on every decision).
+	controlPlane := map[string]bool{}
+	for _, label := range []string{remediationcr.ControlPlaneRoleLabel, remediationcr.MasterRoleLabel} {
+		list := &corev1.NodeList{}
+		if err := g.Reader.List(ctx, list, client.HasLabels{label}, client.UnsafeDisableDeepCopy); err != nil {
+			return "", fmt.Errorf("listing control-plane nodes: %w", err)
 		}
-		if remediationcr.IsControlPlane(n.Labels) {
+		for i := range list.Items {
+			controlPlane[list.Items[i].Name] = true
+		}
+	}
+	for _, name := range names {
+		if controlPlane[name] {
 			return name, nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -41,8 +42,10 @@ type Reader struct {
 
 	mu       sync.Mutex
 	watching map[schema.GroupKind]decision
-	// direct holds the templates read directly, for DirectReuse.
-	direct map[directKey]directRead
+	// direct holds the templates read directly, for DirectReuse; reads of one template at the same
+	// time (concurrent reconciles) make one GET.
+	direct   map[directKey]directRead
+	inflight singleflight.Group
 }
 
 // DirectReuse is how long a template read directly (its kind may not be watched) is reused,
@@ -147,26 +150,33 @@ func (r *Reader) getDirect(ctx context.Context, key client.ObjectKey, obj client
 	read, ok := r.direct[k]
 	r.mu.Unlock()
 	if !ok || now.Sub(read.at) >= DirectReuse || now.Before(read.at) {
-		err := r.Direct.Get(ctx, key, obj)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err // not reused: the next read asks again
-		}
-		read = directRead{err: err, at: now}
-		if err == nil {
-			read.obj = obj.DeepCopyObject().(client.Object)
-		}
-		r.mu.Lock()
-		if r.direct == nil {
-			r.direct = map[directKey]directRead{}
-		}
-		for dk, dr := range r.direct { // templates are few; drop what expired
-			if now.Sub(dr.at) >= DirectReuse {
-				delete(r.direct, dk)
+		v, err, _ := r.inflight.Do(fmt.Sprintf("%s %v %v", k.gvk, k.key, k.meta), func() (any, error) {
+			fresh := obj.DeepCopyObject().(client.Object)
+			err := r.Direct.Get(ctx, key, fresh)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, err // not reused: the next read asks again
 			}
+			read := directRead{err: err, at: now}
+			if err == nil {
+				read.obj = fresh
+			}
+			r.mu.Lock()
+			if r.direct == nil {
+				r.direct = map[directKey]directRead{}
+			}
+			for dk, dr := range r.direct { // templates are few; drop what expired
+				if now.Sub(dr.at) >= DirectReuse {
+					delete(r.direct, dk)
+				}
+			}
+			r.direct[k] = read
+			r.mu.Unlock()
+			return read, nil
+		})
+		if err != nil {
+			return err
 		}
-		r.direct[k] = read
-		r.mu.Unlock()
-		return err
+		read = v.(directRead)
 	}
 	if read.err != nil {
 		return read.err
