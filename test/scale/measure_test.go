@@ -183,21 +183,21 @@ func count(events []localcluster.AuditEvent, from, to time.Time) auditCounts {
 
 // uncachedReads are the GETs and LISTs of nodes and leases among the requests.
 func uncachedReads(r requestCounts) int {
-	n := 0
-	for k, v := range r {
-		verb, resource, _ := strings.Cut(k, " ")
-		if (verb == "get" || verb == "list") && (resource == "nodes" || resource == "leases") {
-			n += v
-		}
-	}
-	return n
+	return r.sum(func(verb, resource string) bool {
+		return (verb == "get" || verb == "list") && (resource == "nodes" || resource == "leases")
+	})
 }
 
 // events are the events written among the requests.
 func events(r requestCounts) int {
+	return r.sum(func(_, resource string) bool { return resource == "events" })
+}
+
+// sum adds up the requests whose verb and resource match.
+func (r requestCounts) sum(match func(verb, resource string) bool) int {
 	n := 0
 	for k, v := range r {
-		if _, resource, _ := strings.Cut(k, " "); resource == "events" {
+		if verb, resource, _ := strings.Cut(k, " "); match(verb, resource) {
 			n += v
 		}
 	}

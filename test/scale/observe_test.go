@@ -261,25 +261,22 @@ func (o *observer) eventsSince(t time.Time) []crEvent {
 
 // transitions returns the stored Ready lastTransitionTime of the nodes.
 func (o *observer) transitions(nodes []string) map[string]time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := map[string]time.Time{}
-	for _, n := range nodes {
-		if s := o.nodes[n]; s != nil {
-			out[n] = s.transition
-		}
-	}
-	return out
+	return o.nodeTimes(nodes, func(s *nodeState) time.Time { return s.transition })
 }
 
 // readyAt returns when the nodes were seen Ready last.
 func (o *observer) readyAt(nodes []string) map[string]time.Time {
+	return o.nodeTimes(nodes, func(s *nodeState) time.Time { return s.readyAt })
+}
+
+// nodeTimes returns a time of each of the nodes seen.
+func (o *observer) nodeTimes(nodes []string, at func(*nodeState) time.Time) map[string]time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := map[string]time.Time{}
 	for _, n := range nodes {
 		if s := o.nodes[n]; s != nil {
-			out[n] = s.readyAt
+			out[n] = at(s)
 		}
 	}
 	return out
