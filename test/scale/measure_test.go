@@ -134,13 +134,7 @@ func (r *rssSampler) take(pid int) float64 {
 // requestCounts are API requests by key ("verb resource[/subresource]").
 type requestCounts map[string]int
 
-func (r requestCounts) total() int {
-	n := 0
-	for _, v := range r {
-		n += v
-	}
-	return n
-}
+func (r requestCounts) total() int { return r.sum(func(_, _ string) bool { return true }) }
 
 // auditCounts are a window's API requests of the manager, from the audit log.
 type auditCounts struct {
