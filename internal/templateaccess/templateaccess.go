@@ -129,7 +129,13 @@ func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Objec
 		return err
 	}
 	if watchable {
-		return r.Cached.Get(ctx, key, obj)
+		err := r.Cached.Get(ctx, key, obj)
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
+		// A template created a moment ago may not be in the cache yet: the API server confirms a
+		// NotFound (reused for DirectReuse), so a NodeHealthCheck applied together with its template
+		// is not reported disabled at its first look.
 	}
 	return r.getDirect(ctx, key, obj)
 }

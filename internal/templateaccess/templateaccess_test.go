@@ -143,3 +143,35 @@ func (f readerFunc) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 }
 
 func (f readerFunc) List(context.Context, client.ObjectList, ...client.ListOption) error { return nil }
+
+// A template the cache does not show (yet) is read from the API server before it counts as
+// missing, and that answer is reused like any direct read.
+func TestACacheMissIsConfirmed(t *testing.T) {
+	reviews := 0
+	r, _, _ := newReader(t, &reviews)
+	gr := schema.GroupResource{Group: watchable.Group, Resource: "openremediationtemplates"}
+	r.Cached = readerFunc(func(context.Context, client.ObjectKey, client.Object) error { return apierrors.NewNotFound(gr, "t") })
+	gets, exists := 0, true
+	r.Direct = readerFunc(func(_ context.Context, _ client.ObjectKey, obj client.Object) error {
+		gets++
+		if !exists {
+			return apierrors.NewNotFound(gr, "t")
+		}
+		obj.(*unstructured.Unstructured).Object["spec"] = "from the API server"
+		return nil
+	})
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(watchable)
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "t"}, u); err != nil || u.Object["spec"] != "from the API server" {
+		t.Fatalf("got %v (%v), want the API server's template", u.Object["spec"], err)
+	}
+	now := time.Now()
+	r.Now = func() time.Time { return now.Add(DirectReuse) }
+	exists = false
+	if err := r.Get(context.Background(), client.ObjectKey{Namespace: "ns", Name: "t"}, u); !apierrors.IsNotFound(err) {
+		t.Fatalf("got %v, want NotFound once the API server says so", err)
+	}
+	if gets != 2 {
+		t.Fatalf("%d GETs, want 2", gets)
+	}
+}
