@@ -67,7 +67,9 @@ var _ = BeforeSuite(func() {
 	// own webhook certificate. Managers run as the chart's ServiceAccount with exactly the chart's
 	// RBAC, behind the chart's webhook Service, and the test remediator grants its permissions
 	// through aggregation, as remediators do.
-	_, err = cluster.InstallChart(map[string]any{"certManager": map[string]any{"enabled": false}})
+	// The returning-node grace matched to this cluster's node grace period (10s, not the default 50s
+	// the chart's 60s is for): loaded CI machines make kwok nodes miss heartbeats and come back.
+	_, err = cluster.InstallChart(map[string]any{"certManager": map[string]any{"enabled": false}, "returningNodeGrace": "20s"})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(k8s.Create(context.Background(), &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},

@@ -186,9 +186,10 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 		Eventually(crsOf(ctx, plain.Name)).Should(HaveLen(1))
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring(spot.Name), ContainSubstring("termination-handler MachineHealthCheck")))
-		// As the public operator: the terminating node counts healthy and is not listed.
+		// As the public operator: the terminating node counts healthy and is not listed. (plain is
+		// listed with its CR, in the status write after the CR: nhc.DefaultStartWait.)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(plain.Name))
 		st := e.Status(ctx, n)()
-		Expect(testutil.Listed(st)).To(ConsistOf(plain.Name))
 		Expect(st.HealthyNodes).To(HaveValue(Equal(4)), "3 healthy workers and the terminating node")
 		Consistently(crsOf(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
