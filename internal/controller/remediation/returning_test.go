@@ -1,6 +1,7 @@
 package remediation_test
 
 import (
+	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,18 +12,25 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
+// poolOfFour creates four healthy nodes of a new group and a NodeHealthCheck selecting the group
+// with minHealthy 3, changed by mutate.
+func poolOfFour(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, string, []*corev1.Node) {
+	group := e.Unique("g")
+	var nodes []*corev1.Node
+	for range 4 {
+		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+	}
+	n := e.NewNHC(ctx, group, append([]func(*remediationv1alpha1.NodeHealthCheck){func(n *remediationv1alpha1.NodeHealthCheck) {
+		v := intstr.FromInt32(3)
+		n.Spec.MinHealthy = &v
+	}}, mutate...)...)
+	return n, group, nodes
+}
+
 // The suite runs with a returning-node grace of returnGrace (suite_test.go).
 var _ = Describe("Nodes coming back after an outage", func() {
 	It("are not remediated while the threshold holds only thanks to the nodes that came back; an isolated failure is not delayed", func(ctx SpecContext) {
-		group := e.Unique("g")
-		var nodes []*corev1.Node
-		for range 4 {
-			nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-		}
-		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
-			v := intstr.FromInt32(3)
-			n.Spec.MinHealthy = &v
-		})
+		n, _, nodes := poolOfFour(ctx)
 		// An outage: three of four fail at once (due at the same moment): 1 healthy, 3 required.
 		for _, node := range nodes[:3] {
 			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
@@ -51,15 +59,7 @@ var _ = Describe("Nodes coming back after an outage", func() {
 
 		// Meanwhile, in a pool that did not have an outage, a node that fails is remediated at once,
 		// although nodes came back elsewhere a moment ago.
-		other := e.Unique("g")
-		var steady []*corev1.Node
-		for range 4 {
-			steady = append(steady, e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour))
-		}
-		e.NewNHC(ctx, other, func(n *remediationv1alpha1.NodeHealthCheck) {
-			v := intstr.FromInt32(3)
-			n.Spec.MinHealthy = &v
-		})
+		_, _, steady := poolOfFour(ctx)
 		e.SetReady(ctx, steady[0], corev1.ConditionUnknown, 10*time.Minute)
 		Eventually(testCRs(ctx, steady[0].Name)).Should(HaveLen(1))
 	})

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
@@ -28,14 +27,7 @@ func conditionStatus(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck
 
 var _ = Describe("Storm recovery", func() {
 	It("6. starts on a threshold violation, cools down, is interrupted by a new violation, and ends", func(ctx SpecContext) {
-		group := e.Unique("g")
-		var nodes []*corev1.Node
-		for range 4 {
-			nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-		}
-		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
-			v := intstr.FromInt32(3)
-			n.Spec.MinHealthy = &v
+		n, group, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.StormCooldownDuration = &metav1.Duration{Duration: 10 * time.Minute}
 		})
 		stormActive := conditionStatus(ctx, n, remediationv1alpha1.ConditionTypeStormActive)
