@@ -40,7 +40,7 @@ func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVe
 // is not read (its informer would never sync); when nhc uses it, the returned problem says so.
 func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
 	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := g.Reader.List(ctx, nhcs); err != nil {
+	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
 	own := templateKinds(nhc)

@@ -77,7 +77,7 @@ type Snapshot struct {
 	Stored, NHC *remediationv1alpha1.NodeHealthCheck
 	// Now is when the snapshot was taken.
 	Now time.Time
-	// Nodes are the selected nodes.
+	// Nodes are the selected nodes, shared with the cache: never modify them (copy one to change it).
 	Nodes []corev1.Node
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.

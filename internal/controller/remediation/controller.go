@@ -76,13 +76,15 @@ const reconcileTimeout = 2 * time.Minute
 // concurrentReconciles is how many NodeHealthChecks are reconciled at once, and parallelStarts how
 // many of one NodeHealthCheck's new remediations start at once: a remediation's start is two writes
 // (the lease, the CR) and a wait for the cache, mostly waiting on the API server. Issue 15's scale
-// benchmark: 50 failures in 50 NodeHealthChecks, and 900 in 40, were created one after the other.
+// benchmark: 50 failures in 50 NodeHealthChecks, and 900 in 40, were created one after the other;
+// with 4 at once, 50 failures at one deadline still queued for 1.2-1.7s (each start waits on two
+// writes and two cache round trips), so 16.
 // What keeps decisions made at the same time apart: reconciles of one NodeHealthCheck never overlap
 // (the workqueue), the node lease keeps two NodeHealthChecks off one node (the second's create
 // fails, and it reads the first's lease), and control-plane starts are serialized and decided again
 // (controlPlaneStart).
 const (
-	concurrentReconciles = 4
+	concurrentReconciles = 16
 	parallelStarts       = 8
 )
 
