@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -48,6 +49,8 @@ type ManagerOptions struct {
 	LeaderElectionNamespace string
 	// Args are extra flags; a flag the chart's Deployment sets too replaces the chart's value.
 	Args []string
+	// Env are extra environment variables (NAME=value) on top of this process's, for example GOGC.
+	Env []string
 	// Output receives the process's stdout and stderr.
 	Output io.Writer
 }
@@ -89,6 +92,9 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 	}, o.Args...))
 	cmd := exec.Command(o.Binary, args...) //nolint:gosec // the binary is ours
 	cmd.Stdout, cmd.Stderr = o.Output, o.Output
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}

@@ -52,6 +52,9 @@ type scenario struct {
 	// ManagerArgs are extra manager flags: the scenario's, then $NHC_SCALE_MANAGER_ARGS (split on
 	// spaces), for example --pprof-bind-address=localhost:6060.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
+	// ManagerEnv are extra environment variables of the manager: $NHC_SCALE_MANAGER_ENV (split on
+	// spaces), for example GOGC=50.
+	ManagerEnv []string `json:"managerEnv,omitempty"`
 }
 
 // scaleScenario is the issue's scenario for n nodes: 100 nodes per pool; up to 1,000 nodes through
@@ -85,6 +88,7 @@ func TestScale(t *testing.T) {
 	}
 	sc := scaleScenario(n)
 	sc.TemplateListWatch = os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != ""
+	sc.ManagerEnv = strings.Fields(os.Getenv("NHC_SCALE_MANAGER_ENV"))
 	res := run(t, sc)
 	path, err := res.write(testutil.Path("bin", "bench"))
 	if err != nil {
@@ -268,7 +272,7 @@ func (b *bench) setup(ctx context.Context) {
 	// SubjectAccessReviews to the requests counted.
 	args := append([]string{"--metrics-secure=false"}, b.sc.ManagerArgs...)
 	args = append(args, strings.Fields(os.Getenv("NHC_SCALE_MANAGER_ARGS"))...)
-	b.mgr, err = b.cluster.StartManager(localcluster.ManagerOptions{Binary: binary, Output: mgrLog, Args: args})
+	b.mgr, err = b.cluster.StartManager(localcluster.ManagerOptions{Binary: binary, Output: mgrLog, Args: args, Env: b.sc.ManagerEnv})
 	Expect(err).NotTo(HaveOccurred())
 	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
