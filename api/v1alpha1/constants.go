@@ -16,10 +16,19 @@ const (
 	// Unknown until the upgrade detectors have been evaluated (which holds them back too), and False
 	// otherwise. Its reason names the signal; running remediations continue either way.
 	ConditionTypeUpgradeInProgress = "UpgradeInProgress"
+	// ConditionTypeDryRun is True while spec.dryRun is set: its reason says whether a remediation
+	// would start now (ConditionReasonWouldRemediate, the message naming the nodes and templates) or
+	// not (ConditionReasonNothingToRemediate). Absent when spec.dryRun is not set.
+	ConditionTypeDryRun = "DryRun"
 )
 
 // Reasons of NodeHealthCheck conditions.
 const (
+	// ConditionReasonWouldRemediate is the reason of DryRun=True while the decision starts a
+	// remediation that dry-run holds back.
+	ConditionReasonWouldRemediate = "WouldRemediate"
+	// ConditionReasonNothingToRemediate is the reason of DryRun=True while no remediation would start.
+	ConditionReasonNothingToRemediate = "NothingToRemediate"
 	// ConditionReasonEnabled is the reason of Disabled=False.
 	ConditionReasonEnabled = "NodeHealthCheckEnabled"
 	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced

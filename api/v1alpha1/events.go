@@ -21,6 +21,9 @@ const (
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.
 	EventReasonNoTemplateLeft = "NoTemplateLeft"
+	// EventReasonWouldRemediate: a dry-run NodeHealthCheck would now create a remediation CR for a
+	// node (its first, or the next escalation step); it creates none.
+	EventReasonWouldRemediate = "WouldRemediate"
 	// EventReasonOldRemediationCR (warning): a remediation CR has been running for too long.
 	EventReasonOldRemediationCR = "RemediationCRTooOld"
 

@@ -118,6 +118,17 @@ type NodeHealthCheckSpec struct {
 	// +kubebuilder:validation:Pattern="^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self) <= duration('8760h')",message="must be at most 8760h (365 days)"
 	StormCooldownDuration *metav1.Duration `json:"stormCooldownDuration,omitempty"`
+
+	// DryRun, when true, makes this NodeHealthCheck observe only: it evaluates, lists and counts the
+	// nodes exactly as when active, and reports each remediation it would start (the WouldRemediate
+	// event, the DryRun condition, the nodehealthcheck_would_remediate metric), but creates no
+	// remediation CR and takes no node lease. CRs created before it was set are deleted when their
+	// nodes recover, and not escalated. Later decisions count the remediations it would have
+	// started as running (status.unhealthyNodes[].dryRunRemediations). It does not look at node
+	// leases. Setting it back to false starts remediation at once. An extension of this operator
+	// (docs/compatibility.md); defaults to false.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // UnhealthyCondition is a node condition type and status that makes a node unhealthy once the node's
@@ -243,6 +254,30 @@ type UnhealthyNode struct {
 	// HealthyDelayed is true while healthyDelay keeps the node's CRs although it is healthy.
 	// +optional
 	HealthyDelayed *bool `json:"healthyDelayed,omitempty"`
+
+	// DryRunRemediations are the remediations a dry-run NodeHealthCheck would have created for this
+	// node, in order; no CR exists for them. Later decisions count them as the CRs they stand for
+	// (the healthy-node budget, escalation timeouts), so that they are the decisions the
+	// NodeHealthCheck would make if it were active. Cleared when the node recovers or dry-run is
+	// turned off. An extension of this operator.
+	// +optional
+	// +listType=atomic
+	DryRunRemediations []DryRunRemediation `json:"dryRunRemediations,omitempty"`
+}
+
+// DryRunRemediation is a remediation CR that a dry-run NodeHealthCheck would have created.
+type DryRunRemediation struct {
+	// Template references the remediation template the CR would have been created from.
+	// +required
+	Template corev1.ObjectReference `json:"template"`
+
+	// Started is when the CR would have been created.
+	// +required
+	Started metav1.Time `json:"started"`
+
+	// TimedOut is when this escalation step would have timed out; unset while it would run.
+	// +optional
+	TimedOut *metav1.Time `json:"timedOut,omitempty"`
 }
 
 // Remediation is one remediation CR created for a node.

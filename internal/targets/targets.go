@@ -178,7 +178,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	for i := range nodes {
 		n := &nodes[i]
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
-		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0,
+		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time}
@@ -217,9 +217,11 @@ func (s *Snapshot) SelectedNode(name string) (*corev1.Node, bool) {
 }
 
 // Next is the earliest time the snapshot's decision changes on its own: a node's condition
-// duration, a healthy delay, a storm cooldown or the maximum upgrade pause; zero when nothing is
-// pending.
-func (s *Snapshot) Next() time.Time { return health.Earliest(s.Decision.Next, s.Upgrade.Expires) }
+// duration, a healthy delay, a storm cooldown, the maximum upgrade pause or a dry-run escalation
+// step's timeout; zero when nothing is pending.
+func (s *Snapshot) Next() time.Time {
+	return health.Earliest(s.Decision.Next, s.Upgrade.Expires, s.simulatedDeadline())
+}
 
 // Node returns the decision about the named node and whether it is selected and not simply healthy.
 func (s *Snapshot) Node(name string) (health.NodeDecision, bool) {

@@ -229,6 +229,13 @@ func TestOptionSets(t *testing.T) {
 		if mustRender(t, nil).get("NodeHealthCheck", "nhc-worker-default") != nil {
 			t.Error("the default NodeHealthCheck is off by default")
 		}
+		if strings.Contains(y, "dryRun") {
+			t.Errorf("the default NodeHealthCheck is active unless dryRun is set:\n%s", y)
+		}
+		dry := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "dryRun": true}}).get("NodeHealthCheck", "nhc-worker-default")
+		if y := toYAML(t, dry); !strings.Contains(y, "dryRun: true") {
+			t.Errorf("defaultNodeHealthCheck.dryRun does not set spec.dryRun:\n%s", y)
+		}
 	})
 	t.Run("CRDs off, not kept, lease namespace not created", func(t *testing.T) {
 		r := mustRender(t, map[string]any{"crds": map[string]any{"enabled": false}, "leases": map[string]any{"createNamespace": false}})

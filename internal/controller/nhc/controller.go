@@ -177,6 +177,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
 	status := buildStatus(snap)
 	// The gauges first: whoever sees the new status sees them too.
 	r.metrics.syncOngoing(stored.Name, &status)
+	r.metrics.syncWould(stored.Name, &status)
 	if !equality.Semantic.DeepEqual(status, stored.Status) {
 		updated := stored.DeepCopy()
 		updated.Status = status
@@ -200,7 +201,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
 // instead of listing it first without. Issue 15 counts the requests a failure costs; the status of
 // a node the remediation controller holds back comes StartWait late.
 func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
-	if r.StartWait <= 0 {
+	if r.StartWait <= 0 || snap.DryRun() { // dry-run: no CR comes
 		return 0
 	}
 	r.startingMu.Lock()
@@ -238,6 +239,7 @@ func (r *Reconciler) forget(name string) {
 	delete(r.starting, name)
 	r.startingMu.Unlock()
 	r.metrics.syncOngoing(name, nil)
+	r.metrics.syncWould(name, nil)
 	if r.Gate != nil {
 		r.Gate.ReportNode(upgrade.DetectorNodeRollout, name, false)
 		r.Gate.ReportNode(upgrade.DetectorMachineConfig, name, false)

@@ -105,7 +105,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			// Listed as the public operator lists it, without remediations; the phase says nothing runs.
 			st := status(ctx, n)()
 			Expect(st.UnhealthyNodes).To(ConsistOf(MatchAllFields(Fields{"Name": Equal(sick.Name), "Remediations": BeEmpty(),
-				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil()})))
+				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil(), "DryRunRemediations": BeNil()})))
 			Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled))
 			Eventually(events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonRemediationSkipped, nhc.EventReasonDetectedUnhealthy))
 			Expect(e.EventNotes(ctx, n.Name, nhc.EventReasonDetectedUnhealthy)()).To(ConsistOf(

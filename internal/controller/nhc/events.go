@@ -1,6 +1,8 @@
 package nhc
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ const (
 	EventReasonDetectedUnhealthy  = remediationv1alpha1.EventReasonDetectedUnhealthy
 	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
 	EventReasonInvalidNodeLabel   = remediationv1alpha1.EventReasonInvalidNodeLabel
+	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
 
 	EventReasonStormRecoveryStarted         = remediationv1alpha1.EventReasonStormRecoveryStarted
 	EventReasonStormRecoveryCooldownStarted = remediationv1alpha1.EventReasonStormRecoveryCooldownStarted
@@ -61,6 +64,22 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 		// Related to the node: one series per node (see remediation's nodeRelatedEvent).
 		r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
 			"Node matches unhealthy condition. Node %q, condition type %q, condition status %q", n.Name, m.Type, m.Status)
+	}
+
+	// A remediation a dry-run NodeHealthCheck would newly have created: each new simulated step.
+	simulated := map[string]int{}
+	for _, n := range old.Status.UnhealthyNodes {
+		simulated[n.Name] = len(n.DryRunRemediations)
+	}
+	for _, n := range updated.Status.UnhealthyNodes {
+		for i := simulated[n.Name]; i < len(n.DryRunRemediations); i++ {
+			t, what := n.DryRunRemediations[i].Template, "remediate node %s with %s %s/%s"
+			if i > 0 {
+				what = "escalate node %s to %s %s/%s"
+			}
+			r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun",
+				"Dry run: would %s; no remediation CR is created", fmt.Sprintf(what, n.Name, t.Kind, t.Namespace, t.Name))
+		}
 	}
 
 	wasStorm, isStorm := targets.StormState(old.Status.Conditions), targets.StormState(updated.Status.Conditions)

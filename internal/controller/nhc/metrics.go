@@ -1,6 +1,7 @@
 package nhc
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +33,10 @@ const (
 	// MetricCondition is 1 while a NodeHealthCheck's condition of the type is True, 0 otherwise, for
 	// the types alerts care about (conditionMetricTypes). Labels: nhc, type.
 	MetricCondition = "nodehealthcheck_condition"
+	// MetricWouldRemediate is 1 per node a dry-run NodeHealthCheck would remediate now; the series
+	// is removed when it no longer would. Labels: nhc, node, remediation (the template's kind without
+	// Template: the CR kind). This operator's extension.
+	MetricWouldRemediate = "nodehealthcheck_would_remediate"
 )
 
 // conditionMetricTypes are the condition types exported as MetricCondition.
@@ -59,10 +64,13 @@ var (
 	conditionGauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricCondition, Help: "1 while the NodeHealthCheck's condition of this type is True",
 	}, []string{"nhc", "type"})
+	wouldRemediate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricWouldRemediate, Help: "1 per node a dry-run NodeHealthCheck would remediate now",
+	}, []string{"nhc", "node", "remediation"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge)
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -73,6 +81,38 @@ type gaugeKey struct{ node, namespace, kind string }
 type metricsState struct {
 	mu     sync.Mutex
 	series map[string]map[gaugeKey]bool
+	// would holds, per dry-run NodeHealthCheck, the series of MetricWouldRemediate it set (node -> CR kind).
+	would map[string]map[string]string
+}
+
+// syncWould sets the would-remediate series of the NodeHealthCheck from its status (nil: deleted):
+// 1 for each node's latest simulated step, and removes the series it set before that are gone.
+func (m *metricsState) syncWould(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.would == nil {
+		m.would = map[string]map[string]string{}
+	}
+	before, current := m.would[nhcName], map[string]string{}
+	if st != nil {
+		for _, u := range st.UnhealthyNodes {
+			if n := len(u.DryRunRemediations); n > 0 {
+				kind := strings.TrimSuffix(u.DryRunRemediations[n-1].Template.Kind, "Template")
+				current[u.Name] = kind
+				wouldRemediate.WithLabelValues(nhcName, u.Name, kind).Set(1)
+			}
+		}
+	}
+	for node, kind := range before {
+		if current[node] != kind {
+			wouldRemediate.DeleteLabelValues(nhcName, node, kind)
+		}
+	}
+	if len(current) == 0 {
+		delete(m.would, nhcName)
+	} else {
+		m.would[nhcName] = current
+	}
 }
 
 // syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status to 1, and to 0

@@ -44,14 +44,19 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	// also those whose remediation may not start (budget, storm, pause, upgrade, exclusion, another
 	// NodeHealthCheck's CR, the control-plane rule), without remediations. Remediations lists only
 	// this NodeHealthCheck's CRs.
-	var remediating []string
+	var remediating, would []string
 	for _, n := range d.Nodes {
 		if !n.Listed() {
 			continue // soon unhealthy without CRs, or left to the termination-handler MachineHealthCheck
 		}
-		entry := remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder)}
+		entry := remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder),
+			DryRunRemediations: snap.NextSimulated(n)}
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
+			if len(entry.DryRunRemediations) > 0 {
+				would = append(would, n.Name)
+				break
+			}
 			remediating = append(remediating, n.Name)
 		case health.Recovered, health.HealthyDelayed:
 			remediating = append(remediating, n.Name)
@@ -83,8 +88,9 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	meta.SetStatusCondition(&st.Conditions, disabled)
 	setStormConditions(&st.Conditions, nhc, d, now)
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
+	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
 
-	st.Phase, st.Reason = phase(nhc, remediating, d, problem, up.Blocked)
+	st.Phase, st.Reason = phase(nhc, remediating, would, d, problem, up.Blocked)
 
 	st.LastUpdateTime = old.LastUpdateTime
 	cmp := st.DeepCopy()
@@ -133,7 +139,7 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 // phase derives phase and reason, in precedence Disabled > Paused (pauseRequests, then upgrade) >
 // Remediating (a node has CRs of this NodeHealthCheck, or its first one starts now) > Enabled.
 // Unhealthy nodes whose remediation may not start are named with the reason.
-func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating []string, d health.Decision, problem *targets.Problem,
+func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating, would []string, d health.Decision, problem *targets.Problem,
 	upgradeBlock string) (remediationv1alpha1.NHCPhase, string) {
 	skipNote := skippedNote(d.Skipped())
 	switch {
@@ -145,12 +151,48 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating []string, d hea
 		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + upgradeBlock
 	case len(remediating) > 0:
 		return remediationv1alpha1.PhaseRemediating, fmt.Sprintf("Remediating %d node(s): %s%s", len(remediating), strings.Join(remediating, ", "), skipNote)
+	case len(would) > 0:
+		return remediationv1alpha1.PhaseEnabled, fmt.Sprintf("Dry run, no remediation starts: would be remediating %d node(s): %s%s", len(would), strings.Join(would, ", "), skipNote)
 	default:
 		if skipNote != "" {
 			return remediationv1alpha1.PhaseEnabled, "Enabled" + skipNote
 		}
 		return remediationv1alpha1.PhaseEnabled, "No issues found, the NodeHealthCheck is enabled"
 	}
+}
+
+// maxWouldListed bounds the remediations the DryRun condition's message names.
+const maxWouldListed = 20
+
+// setDryRunCondition writes DryRun while spec.dryRun is set, naming each node's remediation that
+// would run now (its latest simulated step), and removes it when dry-run is off.
+func setDryRunCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, entries []remediationv1alpha1.UnhealthyNode, now time.Time) {
+	if !nhc.Spec.DryRun {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeDryRun)
+		return
+	}
+	var parts []string
+	for _, u := range entries {
+		if len(u.DryRunRemediations) == 0 {
+			continue
+		}
+		if len(parts) == maxWouldListed {
+			parts = append(parts, "...")
+			break
+		}
+		step := u.DryRunRemediations[len(u.DryRunRemediations)-1]
+		parts = append(parts, fmt.Sprintf("node %s with %s %s/%s since %s", u.Name, step.Template.Kind, step.Template.Namespace, step.Template.Name,
+			step.Started.UTC().Format(time.RFC3339)))
+	}
+	c := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDryRun, Status: metav1.ConditionTrue,
+		Reason:             remediationv1alpha1.ConditionReasonNothingToRemediate,
+		Message:            "Dry run: no remediation would run now; no remediation CR is created and no node lease taken",
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
+	if len(parts) > 0 {
+		c.Reason = remediationv1alpha1.ConditionReasonWouldRemediate
+		c.Message = "Dry run: would be remediating " + strings.Join(parts, "; ") + "; no remediation CR is created and no node lease taken"
+	}
+	meta.SetStatusCondition(conditions, c)
 }
 
 // setStormConditions writes StormActive and StormCooldownActive while storm recovery is on, and

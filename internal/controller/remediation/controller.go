@@ -52,6 +52,7 @@ const (
 	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
 	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
 	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
+	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
 )
 
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
@@ -204,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if starts(snap.Decision) {
+	if starts(snap.Decision) && !snap.DryRun() {
 		// Before a first CR, the templates too: a missing or invalid one disables the
 		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
 		// a template that may not be watched costs a GET per read.)
@@ -227,10 +228,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, node := range snap.Orphans {
 		act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
 	}
-	// New remediations start in parallel (parallelStarts at a time); the rest acts in order.
+	// New remediations start in parallel (parallelStarts at a time); the rest acts in order. A
+	// dry-run NodeHealthCheck touches only the CRs it created before dry-run was set: it starts
+	// nothing and takes no lease (the nhc controller records what it would do).
 	var starts errgroup.Group
 	starts.SetLimit(parallelStarts)
 	for _, d := range snap.Decision.Nodes {
+		if snap.DryRun() && len(snap.CRs[d.Name]) == 0 {
+			continue
+		}
 		if d.Action == health.StartRemediation {
 			starts.Go(func() error { act(r.start(ctx, snap, d)); return nil })
 			continue
@@ -240,7 +246,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	_ = starts.Wait()
 	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
 		d, listed := snap.Node(node)
-		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation)
+		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun())
 	}))
 
 	if err := errors.Join(errs...); err != nil {
@@ -416,6 +422,17 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		r.reportOnce(ctx, nhc, node, "stale/"+string(crs[i].GetUID()),
 			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
 			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
+	}
+
+	if e.Next != nil && snap.DryRun() {
+		// Dry-run: no further step; the running one (if any) keeps its lease until it ends.
+		if ref, ok := targets.TemplateRef(&snap.NHC.Spec, e.Next.StepKey); ok {
+			if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+ref.Kind+"/"+ref.Name, true); !seen {
+				r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun",
+					"Dry run: would escalate node %s to %s %s/%s; no CR is created", node, ref.Kind, ref.Namespace, ref.Name)
+			}
+		}
+		e.Next = nil
 	}
 
 	// Hold the node's lease for the step that runs from now on.

@@ -1,0 +1,99 @@
+package targets
+
+import (
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// Dry-run (spec.dryRun): the NodeHealthCheck decides as when active but creates no CR. The
+// remediations it would have created are recorded in status (unhealthyNodes[].dryRunRemediations)
+// and stand in for CRs in its later decisions: a node with one counts as remediating (the
+// healthy-node budget), and its escalation steps time out as the CRs' would. Only the nhc
+// controller, which writes status, advances them (NextSimulated); the remediation controller
+// leaves a dry-run NodeHealthCheck's nodes without real CRs alone.
+
+// DryRun reports whether the NodeHealthCheck only observes (spec.dryRun).
+func (s *Snapshot) DryRun() bool { return s.NHC.Spec.DryRun }
+
+// Simulated returns the remediations the stored status records for the node as a dry-run
+// NodeHealthCheck's; nil when dry-run is off.
+func (s *Snapshot) Simulated(node string) []remediationv1alpha1.DryRunRemediation {
+	if !s.DryRun() {
+		return nil
+	}
+	for i := range s.Stored.Status.UnhealthyNodes {
+		if u := &s.Stored.Status.UnhealthyNodes[i]; u.Name == node {
+			return u.DryRunRemediations
+		}
+	}
+	return nil
+}
+
+// simulatedEscalation runs the escalation over simulated remediations, as over CRs.
+func (s *Snapshot) simulatedEscalation(sim []remediationv1alpha1.DryRunRemediation, unhealthy bool) health.Escalation {
+	crs := make([]health.StepCR, len(sim))
+	for i, r := range sim {
+		crs[i] = health.StepCR{StepKey: health.StepKey{TemplateKind: r.Template.Kind, TemplateName: r.Template.Name}, Created: r.Started.Time}
+		if r.TimedOut != nil {
+			crs[i].TimedOut, crs[i].TimedOutAt = true, r.TimedOut.Time
+		}
+	}
+	return health.Escalate(health.EscalationInput{Steps: Steps(&s.NHC.Spec), CRs: crs, Now: s.Now, Unhealthy: unhealthy})
+}
+
+// NextSimulated returns the node's simulated remediations after the decision, as the active
+// NodeHealthCheck's CRs would be after it acted: a start adds the first step, a running
+// remediation escalates (timing out the step and adding the next), a healthy delay keeps them, a
+// recovery ends them. Nil when dry-run is off or the node has real CRs (created before dry-run).
+func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.DryRunRemediation {
+	if !s.DryRun() || len(s.CRs[d.Name]) > 0 {
+		return nil
+	}
+	old := s.Simulated(d.Name)
+	now := metav1.Time{Time: s.Now}
+	switch d.Action {
+	case health.StartRemediation:
+		first := health.Escalate(health.EscalationInput{Steps: Steps(&s.NHC.Spec), Now: s.Now, Unhealthy: true}).Next
+		if first == nil {
+			return nil
+		}
+		ref, _ := TemplateRef(&s.NHC.Spec, first.StepKey)
+		return []remediationv1alpha1.DryRunRemediation{{Template: ref, Started: now}}
+	case health.ContinueRemediation:
+		if len(old) == 0 {
+			return nil
+		}
+		e := s.simulatedEscalation(old, d.Health.State == health.Unhealthy)
+		out := slices.Clone(old)
+		for _, i := range e.TimeOut {
+			out[i].TimedOut = &now
+		}
+		if e.Next != nil {
+			ref, _ := TemplateRef(&s.NHC.Spec, e.Next.StepKey)
+			out = append(out, remediationv1alpha1.DryRunRemediation{Template: ref, Started: now})
+		}
+		return out
+	case health.HealthyDelayed:
+		return old
+	}
+	return nil
+}
+
+// simulatedDeadline is the earliest escalation deadline of the simulated remediations (zero: none).
+func (s *Snapshot) simulatedDeadline() time.Time {
+	var next time.Time
+	if !s.DryRun() {
+		return next
+	}
+	for _, u := range s.Stored.Status.UnhealthyNodes {
+		if len(u.DryRunRemediations) > 0 && len(s.CRs[u.Name]) == 0 {
+			next = health.Earliest(next, s.simulatedEscalation(u.DryRunRemediations, true).Deadline)
+		}
+	}
+	return next
+}
