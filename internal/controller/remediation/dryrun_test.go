@@ -57,6 +57,16 @@ func wouldRemediate(nhcName, node, kind string) float64 {
 	return -1
 }
 
+// simulated returns the dry-run remediations status records for the node.
+func simulated(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node string) func() []remediationv1alpha1.DryRunRemediation {
+	return func() []remediationv1alpha1.DryRunRemediation {
+		if u := entryOf(ctx, n, node)(); u != nil {
+			return u.DryRunRemediations
+		}
+		return nil
+	}
+}
+
 var _ = Describe("Dry-run", func() {
 	It("makes the decisions the active NodeHealthCheck makes from the same history, reports them, and acts only once turned off", func(ctx SpecContext) {
 		// Step timeouts compare the CRs' creationTimestamps (the API server's clock, whole seconds)
@@ -85,7 +95,7 @@ var _ = Describe("Dry-run", func() {
 		e.SetReady(ctx, b[0], corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
 		Eventually(func() []string { return templateNames(stepCRs(ctx, a[0].Name)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
-		Eventually(func() []remediationv1alpha1.DryRunRemediation { return entryOf(ctx, dry, b[0].Name)().DryRunRemediations }).Should(
+		Eventually(simulated(ctx, dry, b[0].Name)).Should(
 			ConsistOf(HaveField("Template", steps[0].RemediationTemplate)))
 		same("ContinueRemediation ", "no action", "no action", "no action")
 		Consistently(stepCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -111,7 +121,7 @@ var _ = Describe("Dry-run", func() {
 		By("the first step times out: the active one escalates, the dry-run one would")
 		e.Step(ctx, 5*time.Minute)
 		Eventually(stepCRs(ctx, a[0].Name)).Should(HaveLen(2))
-		Eventually(func() []remediationv1alpha1.DryRunRemediation { return entryOf(ctx, dry, b[0].Name)().DryRunRemediations }).Should(HaveExactElements(
+		Eventually(simulated(ctx, dry, b[0].Name)).Should(HaveExactElements(
 			And(HaveField("Template", steps[0].RemediationTemplate), HaveField("TimedOut", Not(BeNil()))),
 			And(HaveField("Template", steps[1].RemediationTemplate), HaveField("TimedOut", BeNil()))))
 		same("ContinueRemediation ", "no action", "no action", "no action")
