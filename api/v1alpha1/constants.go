@@ -20,6 +20,10 @@ const (
 	// would start now (ConditionReasonWouldRemediate, the message naming the nodes and templates) or
 	// not (ConditionReasonNothingToRemediate). Absent when spec.dryRun is not set.
 	ConditionTypeDryRun = "DryRun"
+	// ConditionTypeSelectorOverlap is True while other NodeHealthChecks select some of the nodes this
+	// one selects (reason ConditionReasonOverlappingSelectors, the message naming them and how many);
+	// absent otherwise. Which one remediates a node both select stays "first wins".
+	ConditionTypeSelectorOverlap = "SelectorOverlap"
 )
 
 // Reasons of NodeHealthCheck conditions.
@@ -29,6 +33,8 @@ const (
 	ConditionReasonWouldRemediate = "WouldRemediate"
 	// ConditionReasonNothingToRemediate is the reason of DryRun=True while no remediation would start.
 	ConditionReasonNothingToRemediate = "NothingToRemediate"
+	// ConditionReasonOverlappingSelectors is the reason of SelectorOverlap=True.
+	ConditionReasonOverlappingSelectors = "OverlappingSelectors"
 	// ConditionReasonEnabled is the reason of Disabled=False.
 	ConditionReasonEnabled = "NodeHealthCheckEnabled"
 	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced

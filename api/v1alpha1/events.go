@@ -24,6 +24,9 @@ const (
 	// EventReasonWouldRemediate: a dry-run NodeHealthCheck would now create a remediation CR for a
 	// node (its first, or the next escalation step); it creates none.
 	EventReasonWouldRemediate = "WouldRemediate"
+	// EventReasonSelectorOverlap (warning): the NodeHealthCheck began to select nodes another one
+	// selects too (the SelectorOverlap condition).
+	EventReasonSelectorOverlap = "SelectorOverlap"
 	// EventReasonOldRemediationCR (warning): a remediation CR has been running for too long.
 	EventReasonOldRemediationCR = "RemediationCRTooOld"
 

@@ -79,6 +79,8 @@ type Snapshot struct {
 	Now time.Time
 	// Nodes are the selected nodes, shared with the cache: never modify them (copy one to change it).
 	Nodes []corev1.Node
+	// Overlaps are the other NodeHealthChecks that select some of Nodes.
+	Overlaps []Overlap
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured
@@ -120,6 +122,11 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		return nil, err
 	}
 	s.Nodes = nodes
+	others := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := g.Reader.List(ctx, others, client.UnsafeDisableDeepCopy); err != nil { // read only
+		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
+	}
+	s.Overlaps = Overlaps(stored.Name, nodes, others.Items)
 	all, denied, err := g.remediationCRs(ctx, s.NHC)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ const (
 	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
 	EventReasonInvalidNodeLabel   = remediationv1alpha1.EventReasonInvalidNodeLabel
 	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
+	EventReasonSelectorOverlap    = remediationv1alpha1.EventReasonSelectorOverlap
 
 	EventReasonStormRecoveryStarted         = remediationv1alpha1.EventReasonStormRecoveryStarted
 	EventReasonStormRecoveryCooldownStarted = remediationv1alpha1.EventReasonStormRecoveryCooldownStarted
@@ -48,6 +49,11 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	}
 
 	r.emitUpgradeEvents(old, updated)
+
+	if c := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap); c != nil &&
+		meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap) == nil {
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonSelectorOverlap, "Overlap", "%s", c.Message)
+	}
 
 	// A node newly listed as unhealthy, whether or not its remediation may start, and also when the
 	// remediation controller created its CR before this status write (the public operator's note on

@@ -89,6 +89,13 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	setStormConditions(&st.Conditions, nhc, d, now)
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
+	if len(snap.Overlaps) > 0 {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
+			Reason: remediationv1alpha1.ConditionReasonOverlappingSelectors, Message: targets.OverlapMessage(snap.Overlaps),
+			ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap)
+	}
 
 	st.Phase, st.Reason = phase(nhc, remediating, would, d, problem, up.Blocked)
 

@@ -27,6 +27,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
 
@@ -74,6 +75,7 @@ func NewValidator(mgr ctrl.Manager) *Validator {
 		Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: &templateaccess.Reader{
 			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
 		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
+		Cluster:  mgr.GetClient(),
 	}
 }
 
@@ -112,6 +114,9 @@ type Validator struct {
 	Lookup TemplateLookup
 	// Topology reports the cluster's control-plane topology; nil skips the topology rule.
 	Topology TopologyReader
+	// Cluster reads nodes and NodeHealthChecks (the manager's cache) to warn about selectors that
+	// select nodes another NodeHealthCheck selects; nil skips the warning.
+	Cluster client.Reader
 }
 
 var _ admission.Validator[*remediationv1alpha1.NodeHealthCheck] = &Validator{}
@@ -294,7 +299,42 @@ func (v *Validator) validate(ctx context.Context, nhc *remediationv1alpha1.NodeH
 		return errs, nil
 	}
 	lookupErrs, warnings := validateTemplateLookups(ctx, &nhc.Spec, v.Lookup)
-	return append(errs, lookupErrs...), warnings
+	errs = append(errs, lookupErrs...)
+	if len(errs) == 0 && nhc.DeletionTimestamp.IsZero() {
+		warnings = append(warnings, overlapWarnings(ctx, v.Cluster, nhc)...)
+	}
+	return errs, warnings
+}
+
+// maxOverlapWarnings bounds the overlap warnings of one request (one per other NodeHealthCheck).
+const maxOverlapWarnings = 5
+
+// overlapWarnings warns about each other NodeHealthCheck that selects some of the nodes nhc selects
+// (a warning, not a refusal: "first wins" decides who remediates a node both select). It reads the
+// cache only; a read error warns nothing.
+func overlapWarnings(ctx context.Context, c client.Reader, nhc *remediationv1alpha1.NodeHealthCheck) admission.Warnings {
+	if c == nil {
+		return nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&nhc.Spec.Selector)
+	if err != nil {
+		return nil
+	}
+	nodes, others := &corev1.NodeList{}, &remediationv1alpha1.NodeHealthCheckList{}
+	if c.List(ctx, nodes, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy) != nil ||
+		c.List(ctx, others, client.UnsafeDisableDeepCopy) != nil {
+		return nil
+	}
+	var warnings admission.Warnings
+	overlaps := targets.Overlaps(nhc.Name, nodes.Items, others.Items)
+	for _, o := range overlaps[:min(len(overlaps), maxOverlapWarnings)] {
+		warnings = append(warnings, fmt.Sprintf("spec.selector: NodeHealthCheck %s selects %d of the %d node(s) this one selects; "+
+			"a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile", o.NHC, o.Nodes, len(nodes.Items)))
+	}
+	if len(overlaps) > maxOverlapWarnings {
+		warnings = append(warnings, fmt.Sprintf("spec.selector: %d more NodeHealthChecks select some of the same nodes", len(overlaps)-maxOverlapWarnings))
+	}
+	return warnings
 }
 
 // validateTopology refuses a NodeHealthCheck named name on a cluster whose control-plane topology

@@ -771,6 +771,37 @@ var _ = Describe("NodeHealthCheck admission", func() {
 			DeferCleanup(func(ctx SpecContext) { Expect(c.Delete(ctx, nhc)).To(Succeed()) })
 			Expect(rec.warnings).To(ContainElement(ContainSubstring("kind ReprovisionRemediationTemplate is not served by the API server")))
 		})
+
+		It("warns when the selector selects nodes another NodeHealthCheck selects, naming it and how many", func(ctx SpecContext) {
+			pool := uniqueName("overlap")
+			for range 2 {
+				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: uniqueName("node"), Labels: map[string]string{"pool": pool}}}
+				Expect(webhookClient.Create(ctx, node)).To(Succeed())
+				DeferCleanup(func(ctx SpecContext) { Expect(webhookClient.Delete(ctx, node)).To(Succeed()) })
+			}
+			first := testutil.NewNHC(uniqueName("nhc"))
+			first.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}}
+			Expect(webhookClient.Create(ctx, first)).To(Succeed())
+			DeferCleanup(func(ctx SpecContext) { Expect(webhookClient.Delete(ctx, first)).To(Succeed()) })
+
+			rec := &warningRecorder{}
+			cfg := rest.CopyConfig(webhookEnv.Config)
+			cfg.WarningHandlerWithContext = rec
+			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			Expect(err).NotTo(HaveOccurred())
+			admit := func(selector metav1.LabelSelector) []string {
+				rec.warnings = nil
+				second := testutil.NewNHC(uniqueName("nhc"))
+				second.Spec.Selector = selector
+				Expect(c.Create(ctx, second, client.DryRunAll)).To(Succeed(), "a warning, not a refusal")
+				return rec.warnings
+			}
+			// The same nodes, by another selector; then a selector that selects none of them.
+			Eventually(func() []string { return admit(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{pool, "other"}}}}) }).
+				Should(ContainElement(And(ContainSubstring("NodeHealthCheck %s selects 2 of the 2 node(s) this one selects", first.Name), ContainSubstring("first"))))
+			Expect(admit(metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool + "-elsewhere"}})).NotTo(ContainElement(ContainSubstring("NodeHealthCheck %s selects", first.Name)),
+				"no warning for a selector that selects none of its nodes")
+		})
 	})
 })
 
