@@ -797,7 +797,9 @@ var _ = Describe("NodeHealthCheck admission", func() {
 				return rec.warnings
 			}
 			// The same nodes, by another selector; then a selector that selects none of them.
-			Eventually(func() []string { return admit(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{pool, "other"}}}}) }).
+			Eventually(func() []string {
+				return admit(metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: metav1.LabelSelectorOpIn, Values: []string{pool, "other"}}}})
+			}).
 				Should(ContainElement(And(ContainSubstring("NodeHealthCheck %s selects 2 of the 2 node(s) this one selects", first.Name), ContainSubstring("first"))))
 			Expect(admit(metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool + "-elsewhere"}})).NotTo(ContainElement(ContainSubstring("NodeHealthCheck %s selects", first.Name)),
 				"no warning for a selector that selects none of its nodes")
