@@ -24,6 +24,10 @@ const (
 	// one selects (reason ConditionReasonOverlappingSelectors, the message naming them and how many);
 	// absent otherwise. Which one remediates a node both select stays "first wins".
 	ConditionTypeSelectorOverlap = "SelectorOverlap"
+	// ConditionTypeRepairBudgetExhausted is True while spec.repairBudget holds back the remediation
+	// of some unhealthy nodes (reason RepairBudgetExhausted; the message names them and when each may
+	// be remediated again); absent otherwise.
+	ConditionTypeRepairBudgetExhausted = "RepairBudgetExhausted"
 )
 
 // Reasons of NodeHealthCheck conditions.
@@ -35,6 +39,8 @@ const (
 	ConditionReasonNothingToRemediate = "NothingToRemediate"
 	// ConditionReasonOverlappingSelectors is the reason of SelectorOverlap=True.
 	ConditionReasonOverlappingSelectors = "OverlappingSelectors"
+	// ConditionReasonRepairBudgetExhausted is the reason of RepairBudgetExhausted=True.
+	ConditionReasonRepairBudgetExhausted = "RepairBudgetExhausted"
 	// ConditionReasonEnabled is the reason of Disabled=False.
 	ConditionReasonEnabled = "NodeHealthCheckEnabled"
 	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced
@@ -125,6 +131,11 @@ const (
 	// ManuallyConfirmedHealthyAnnotation on a Node (any value) lets NodeHealthCheck skip healthyDelay
 	// for that node. The operator removes it once the node's remediation CRs are gone.
 	ManuallyConfirmedHealthyAnnotation = "remediation.medik8s.io/manually-confirmed-healthy"
+	// RepairBudgetResetAnnotation on a Node, set to a time (RFC 3339), makes spec.repairBudget count
+	// only the node's remediations started after it: an administrator who repaired a node resets its
+	// budget with kubectl annotate node <node> remediation.medik8s.io/repair-budget-reset=$(date -u
+	// +%Y-%m-%dT%H:%M:%SZ) --overwrite. A value that is not such a time is ignored.
+	RepairBudgetResetAnnotation = "remediation.medik8s.io/repair-budget-reset"
 	// MultipleTemplatesSupportAnnotation on a remediation template (value "true") says its remediator
 	// handles several CRs per node: CRs get generated names, and one kind may appear in several
 	// escalation steps.

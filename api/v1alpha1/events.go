@@ -27,6 +27,9 @@ const (
 	// EventReasonSelectorOverlap (warning): the NodeHealthCheck began to select nodes another one
 	// selects too (the SelectorOverlap condition).
 	EventReasonSelectorOverlap = "SelectorOverlap"
+	// EventReasonRepairBudgetExhausted (warning): an unhealthy node is not remediated because it was
+	// remediated spec.repairBudget.maxRemediations times within the window.
+	EventReasonRepairBudgetExhausted = "RepairBudgetExhausted"
 	// EventReasonOldRemediationCR (warning): a remediation CR has been running for too long.
 	EventReasonOldRemediationCR = "RemediationCRTooOld"
 

@@ -129,6 +129,35 @@ type NodeHealthCheckSpec struct {
 	// (docs/compatibility.md); defaults to false.
 	// +optional
 	DryRun bool `json:"dryRun,omitempty"`
+
+	// RepairBudget, when set, limits how often one node is remediated: a node whose remediation
+	// started maxRemediations times within the window gets no new one until the oldest of them is
+	// older than the window (condition RepairBudgetExhausted, event and metric say so). Setting the
+	// node annotation remediation.medik8s.io/repair-budget-reset to a time (RFC 3339) stops counting
+	// remediations started at or before it. The starts are recorded in
+	// status.remediationHistory, so the count survives restarts and leader changes. Unset: no limit
+	// (as the public operator). An extension of this operator.
+	// +optional
+	RepairBudget *RepairBudget `json:"repairBudget,omitempty"`
+}
+
+// RepairBudget limits how often one node is remediated (Cluster API's KubeadmControlPlane
+// remediation has maxRetry and retryPeriod for the same purpose).
+type RepairBudget struct {
+	// MaxRemediations is how many remediations of one node may start within Window.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MaxRemediations int `json:"maxRemediations"`
+
+	// Window is the period the remediations are counted in, for example 24h. More than 0, at most
+	// 8760h.
+	// +required
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern="^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || (duration(self) > duration('0s') && duration(self) <= duration('8760h'))",message="must be more than 0 and at most 8760h (365 days)"
+	Window metav1.Duration `json:"window"`
 }
 
 // UnhealthyCondition is a node condition type and status that makes a node unhealthy once the node's
@@ -234,6 +263,25 @@ type NodeHealthCheckStatus struct {
 	// LastUpdateTime is when the status last changed.
 	// +optional
 	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+
+	// RemediationHistory records, while spec.repairBudget is set, when each node's recent
+	// remediations started (within the budget's window), for the repair budget. An extension of
+	// this operator.
+	// +optional
+	// +listType=atomic
+	RemediationHistory []NodeRemediationHistory `json:"remediationHistory,omitempty"`
+}
+
+// NodeRemediationHistory is when one node's recent remediations started.
+type NodeRemediationHistory struct {
+	// Name is the node's name.
+	// +required
+	Name string `json:"name"`
+
+	// Started are the start times of the node's remediations within the window, oldest first.
+	// +required
+	// +listType=atomic
+	Started []metav1.Time `json:"started"`
 }
 
 // UnhealthyNode is a node that is unhealthy, or healthy again but still has remediation CRs.

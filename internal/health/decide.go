@@ -37,6 +37,9 @@ type Node struct {
 	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
 	// first one wins, and this one starts none (never two remediators on one node).
 	RemediatedElsewhere string
+	// Repairs are when the node's remediations started, as far as the repair budget counts them
+	// (recorded in status, the running one's, after the node's reset annotation).
+	Repairs []time.Time
 	// Created is when the node object was created (zero: not known). A healthy node whose
 	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
 	// one that turned healthy sooner joined the cluster.
@@ -69,6 +72,8 @@ const (
 	SkipMachineHealthCheck SkipReason = "HandledByMachineHealthCheck"
 	// SkipExcluded: the node carries the exclude-from-remediation label.
 	SkipExcluded SkipReason = "ExcludedFromRemediation"
+	// SkipRepairBudget: the node was remediated Input.RepairBudget.Max times within its window.
+	SkipRepairBudget SkipReason = "RepairBudgetExhausted"
 	// SkipControlPlane: another control-plane node is being remediated.
 	SkipControlPlane SkipReason = "ControlPlaneRemediationRunning"
 	// SkipRemediatedElsewhere: another NodeHealthCheck remediates the node.
@@ -112,6 +117,9 @@ type Input struct {
 	// not seen them yet). The hold lasts until enough of them have been back for ReturnGrace, and
 	// never touches a pool whose threshold holds without them: an isolated failure starts at once.
 	ReturnGrace time.Duration
+	// RepairBudget limits how often one node is remediated (nil: no limit): a node whose Repairs
+	// fill it gets no new remediation until the oldest counted one leaves the window.
+	RepairBudget *RepairBudget
 }
 
 // Action is what to do about one node.
@@ -332,6 +340,8 @@ func Decide(in Input) Decision {
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
 		case n.Excluded:
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
+		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):
+			// skipped (and d.Next set) by repairBudgetExhausted
 		case n.ControlPlane && controlPlaneBusy != "":
 			// One control-plane node at a time keeps etcd quorum and the API available.
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))
@@ -340,6 +350,20 @@ func Decide(in Input) Decision {
 		}
 	}
 	return d
+}
+
+// repairBudgetExhausted skips the node when its repair budget is exhausted, and makes the decision
+// come back when it has room again.
+func repairBudgetExhausted(b RepairBudget, n *Node, now time.Time, nd *NodeDecision, d *Decision) bool {
+	exhausted, until := b.Exhausted(n.Repairs, now)
+	if !exhausted {
+		return false
+	}
+	nd.Action, nd.SkipReason = Skip, SkipRepairBudget
+	nd.SkipMessage = fmt.Sprintf("node %s was remediated %d time(s) within %s (spec.repairBudget); the next remediation may start at %s, or after %s is set on the node",
+		n.Name, len(b.Counted(n.Repairs, now)), b.Window, until.UTC().Format(time.RFC3339), remediationv1alpha1.RepairBudgetResetAnnotation)
+	d.Next = Earliest(d.Next, until)
+	return true
 }
 
 // healthyDelayUntil reports whether healthyDelay still keeps a recovered node's CRs, and until when

@@ -749,3 +749,47 @@ func TestReturningNodes(t *testing.T) {
 		})
 	}
 }
+
+func TestRepairBudget(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	b := RepairBudget{Max: 2, Window: time.Hour}
+	starts := []time.Time{now.Add(-90 * time.Minute), now.Add(-50 * time.Minute), now.Add(-10 * time.Minute)}
+	if got := b.Counted(starts, now); len(got) != 2 {
+		t.Fatalf("Counted = %v, want the two within the hour", got)
+	}
+	exhausted, until := b.Exhausted(starts, now)
+	if !exhausted || !until.Equal(now.Add(10*time.Minute)) {
+		t.Fatalf("Exhausted = %v, %v; want true until the older counted start leaves the window (%v)", exhausted, until, now.Add(10*time.Minute))
+	}
+	if exhausted, _ := (RepairBudget{Max: 3, Window: time.Hour}).Exhausted(starts, now); exhausted {
+		t.Fatal("3 allowed, 2 counted: not exhausted")
+	}
+
+	sick := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+	healthy := []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * time.Hour))}}
+	in := Input{Now: now, UnhealthyConditions: []remediationv1alpha1.UnhealthyCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Duration: metav1.Duration{Duration: time.Minute}}},
+		Nodes: []Node{
+			{Name: "again", Conditions: sick, Repairs: starts},
+			{Name: "first", Conditions: sick},
+			{Name: "h1", Conditions: healthy}, {Name: "h2", Conditions: healthy}, {Name: "h3", Conditions: healthy},
+		},
+		RepairBudget: &b}
+	d := Decide(in)
+	byName := map[string]NodeDecision{}
+	for _, n := range d.Nodes {
+		byName[n.Name] = n
+	}
+	if n := byName["again"]; n.Action != Skip || n.SkipReason != SkipRepairBudget || !strings.Contains(n.SkipMessage, "2 time(s) within 1h0m0s") {
+		t.Fatalf("a node remediated twice within the hour: %+v, want skipped for the repair budget", n)
+	}
+	if n := byName["first"]; n.Action != StartRemediation {
+		t.Fatalf("a node never remediated: %v, want StartRemediation", n.Action)
+	}
+	if !d.Next.Equal(now.Add(10 * time.Minute)) {
+		t.Fatalf("Next = %v, want when the budget has room again (%v)", d.Next, now.Add(10*time.Minute))
+	}
+	in.RepairBudget = nil
+	if d := Decide(in); d.Nodes[0].Action != StartRemediation {
+		t.Fatal("without a repair budget, no limit (as upstream)")
+	}
+}

@@ -81,6 +81,8 @@ type Snapshot struct {
 	Nodes []corev1.Node
 	// Overlaps are the other NodeHealthChecks that select some of Nodes.
 	Overlaps []Overlap
+	// repairs are the remediation starts the repair budget counts, by node (repairStarts).
+	repairs map[string][]time.Time
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured
@@ -182,13 +184,19 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			healthySince[e.Name] = e.ConditionsHealthyTimestamp.Time
 		}
 	}
+	in.RepairBudget = repairBudget(&s.NHC.Spec)
+	s.repairs = map[string][]time.Time{}
 	for i := range nodes {
 		n := &nodes[i]
+		if in.RepairBudget != nil {
+			s.repairs[n.Name] = s.repairStarts(n)
+		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
-			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time}
+			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
+			Repairs: s.repairs[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = elsewhere[n.Name]
 		}

@@ -236,6 +236,14 @@ func TestOptionSets(t *testing.T) {
 		if y := toYAML(t, dry); !strings.Contains(y, "dryRun: true") {
 			t.Errorf("defaultNodeHealthCheck.dryRun does not set spec.dryRun:\n%s", y)
 		}
+		if strings.Contains(y, "repairBudget") {
+			t.Errorf("the default NodeHealthCheck has no repair budget unless set:\n%s", y)
+		}
+		budget := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true,
+			"repairBudget": map[string]any{"maxRemediations": 3, "window": "24h"}}}).get("NodeHealthCheck", "nhc-worker-default")
+		if y := toYAML(t, budget); !strings.Contains(y, "maxRemediations: 3") || !strings.Contains(y, "window: 24h") {
+			t.Errorf("defaultNodeHealthCheck.repairBudget does not set spec.repairBudget:\n%s", y)
+		}
 	})
 	t.Run("CRDs off, not kept, lease namespace not created", func(t *testing.T) {
 		r := mustRender(t, map[string]any{"crds": map[string]any{"enabled": false}, "leases": map[string]any{"createNamespace": false}})
@@ -284,6 +292,9 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an issuer without cert-manager", map[string]any{"certManager": map[string]any{"enabled": false, "issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"an issuer where cert-manager is not served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
+		{"a repair budget without a window", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 3}}}, "window"},
+		{"a repair budget of no remediation", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 0, "window": "1h"}}}, "maxRemediations"},
+		{"a repair budget window that is not a duration", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 3, "window": "a day"}}}, "window"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -162,6 +162,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.report(ctx, snap); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.reportRepairBudget(snap)
 
 	if snap.Problem != nil && (unwatched || snap.Unwatchable) {
 		// A kind that cannot be watched may be created, fixed or permitted without an event.
@@ -243,6 +244,7 @@ func (r *Reconciler) forget(name string) {
 	r.startingMu.Unlock()
 	r.metrics.syncOngoing(name, nil)
 	r.metrics.syncWould(name, nil)
+	r.metrics.syncExhausted(name, nil)
 	if r.Gate != nil {
 		r.Gate.ReportNode(upgrade.DetectorNodeRollout, name, false)
 		r.Gate.ReportNode(upgrade.DetectorMachineConfig, name, false)

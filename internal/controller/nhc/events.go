@@ -22,6 +22,7 @@ const (
 	EventReasonInvalidNodeLabel   = remediationv1alpha1.EventReasonInvalidNodeLabel
 	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
 	EventReasonSelectorOverlap    = remediationv1alpha1.EventReasonSelectorOverlap
+	EventReasonRepairBudget       = remediationv1alpha1.EventReasonRepairBudgetExhausted
 
 	EventReasonStormRecoveryStarted         = remediationv1alpha1.EventReasonStormRecoveryStarted
 	EventReasonStormRecoveryCooldownStarted = remediationv1alpha1.EventReasonStormRecoveryCooldownStarted
@@ -120,5 +121,23 @@ func (r *Reconciler) emitUpgradeEvents(old, updated *remediationv1alpha1.NodeHea
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonUpgradePauseExpired, "ResumeAfterMaxPause", "%s", now.Message)
 	case now.Status == metav1.ConditionFalse && wasTrue:
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Resume", "No upgrade signal is seen any more; remediation resumes")
+	}
+}
+
+// reportRepairBudget keeps MetricRepairBudgetExhausted current and emits a RepairBudgetExhausted
+// warning (on the NodeHealthCheck, related to the node) for each node the repair budget newly holds
+// back.
+func (r *Reconciler) reportRepairBudget(snap *targets.Snapshot) {
+	held := map[string]string{}
+	for _, n := range snap.Decision.Nodes {
+		if n.Action == health.Skip && n.SkipReason == health.SkipRepairBudget {
+			held[n.Name] = n.SkipMessage
+		}
+	}
+	for _, node := range r.metrics.syncExhausted(snap.Stored.Name, held) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRepairBudget, "RepairBudget",
+				"Not remediated: %s", held[node])
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package nhc
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ const (
 	// is removed when it no longer would. Labels: nhc, node, remediation (the template's kind without
 	// Template: the CR kind). This operator's extension.
 	MetricWouldRemediate = "nodehealthcheck_would_remediate"
+	// MetricRepairBudgetExhausted is 1 per unhealthy node that spec.repairBudget holds back; the
+	// series is removed when it no longer does. Labels: nhc, node. This operator's extension.
+	MetricRepairBudgetExhausted = "nodehealthcheck_repair_budget_exhausted"
 )
 
 // conditionMetricTypes are the condition types exported as MetricCondition.
@@ -67,10 +71,13 @@ var (
 	wouldRemediate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricWouldRemediate, Help: "1 per node a dry-run NodeHealthCheck would remediate now",
 	}, []string{"nhc", "node", "remediation"})
+	repairBudgetExhausted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricRepairBudgetExhausted, Help: "1 per unhealthy node the NodeHealthCheck's repair budget holds back",
+	}, []string{"nhc", "node"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate)
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -83,6 +90,40 @@ type metricsState struct {
 	series map[string]map[gaugeKey]bool
 	// would holds, per dry-run NodeHealthCheck, the series of MetricWouldRemediate it set (node -> CR kind).
 	would map[string]map[string]string
+	// exhausted holds, per NodeHealthCheck, the nodes its repair budget holds back (node -> skip
+	// message), for MetricRepairBudgetExhausted and the events.
+	exhausted map[string]map[string]string
+}
+
+// syncExhausted sets the repair-budget series of the NodeHealthCheck to the held nodes (node ->
+// skip message; nil: none) and returns those newly held, or held with a new message (a new
+// window), since the last call. A process start reports every held node once more.
+func (m *metricsState) syncExhausted(nhcName string, held map[string]string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.exhausted == nil {
+		m.exhausted = map[string]map[string]string{}
+	}
+	before := m.exhausted[nhcName]
+	var started []string
+	for node, msg := range held {
+		if before[node] != msg {
+			started = append(started, node)
+		}
+		repairBudgetExhausted.WithLabelValues(nhcName, node).Set(1)
+	}
+	for node := range before {
+		if _, ok := held[node]; !ok {
+			repairBudgetExhausted.DeleteLabelValues(nhcName, node)
+		}
+	}
+	if len(held) == 0 {
+		delete(m.exhausted, nhcName)
+	} else {
+		m.exhausted[nhcName] = held
+	}
+	slices.Sort(started)
+	return started
 }
 
 // syncWould sets the would-remediate series of the NodeHealthCheck from its status (nil: deleted):

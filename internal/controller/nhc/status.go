@@ -89,6 +89,8 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	setStormConditions(&st.Conditions, nhc, d, now)
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
+	st.RemediationHistory = snap.RepairHistory()
+	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
 			Reason: remediationv1alpha1.ConditionReasonOverlappingSelectors, Message: targets.OverlapMessage(snap.Overlaps),
@@ -200,6 +202,28 @@ func setDryRunCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1
 		c.Message = "Dry run: would be remediating " + strings.Join(parts, "; ") + "; no remediation CR is created and no node lease taken"
 	}
 	meta.SetStatusCondition(conditions, c)
+}
+
+// setRepairBudgetCondition writes RepairBudgetExhausted while the repair budget holds back some
+// unhealthy nodes, naming them (their skip messages say until when), and removes it otherwise.
+func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, now time.Time) {
+	var held []string
+	for _, n := range d.Nodes {
+		if n.Action == health.Skip && n.SkipReason == health.SkipRepairBudget {
+			held = append(held, n.SkipMessage)
+		}
+	}
+	if len(held) == 0 {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
+		return
+	}
+	total, more := len(held), ""
+	if total > maxWouldListed {
+		held, more = held[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRepairBudgetExhausted, Status: metav1.ConditionTrue,
+		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s%s", total, strings.Join(held, "; "), more),
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
 // setStormConditions writes StormActive and StormCooldownActive while storm recovery is on, and

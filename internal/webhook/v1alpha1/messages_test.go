@@ -53,6 +53,16 @@ var _ = Describe("Refusal messages (webhook)", func() {
 		},
 			"maxUnhealthy can't be used with MachineDeletionRemediationTemplate",
 			"spec.maxUnhealthy", "MachineDeletionRemediationTemplate"),
+		Entry("a repair budget of no remediation", func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 0, Window: metav1.Duration{Duration: time.Hour}}
+		},
+			"(an extension: no upstream message)",
+			"spec.repairBudget.maxRemediations: Invalid value: 0", "between 1 and 100"),
+		Entry("a repair budget without a window", func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 3}
+		},
+			"(an extension: no upstream message)",
+			`spec.repairBudget.window: Invalid value: "0s"`, "more than 0"),
 		Entry("a template kind without the Template suffix", func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Kind = "Reboot" },
 			"(upstream: the CRD's kind pattern)",
 			`spec.remediationTemplate.kind: Invalid value: "Reboot"`),

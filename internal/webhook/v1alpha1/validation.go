@@ -56,6 +56,17 @@ func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList
 		}
 		errs = append(errs, validateMaxDuration(spec.StormCooldownDuration.Duration, p)...)
 	}
+	if b := spec.RepairBudget; b != nil {
+		p := specPath.Child("repairBudget")
+		if b.MaxRemediations < 1 || b.MaxRemediations > 100 {
+			errs = append(errs, field.Invalid(p.Child("maxRemediations"), b.MaxRemediations, "must be between 1 and 100"))
+		}
+		if d := b.Window.Duration; d <= 0 {
+			errs = append(errs, field.Invalid(p.Child("window"), d.String(), "must be more than 0"))
+		} else {
+			errs = append(errs, validateMaxDuration(d, p.Child("window"))...)
+		}
+	}
 	// healthyDelay may be negative: it then waits for manual confirmation.
 	if spec.HealthyDelay != nil {
 		if d := spec.HealthyDelay.Duration; d < -remediationv1alpha1.MaxDuration || d > remediationv1alpha1.MaxDuration {

@@ -1,0 +1,95 @@
+package remediation_test
+
+import (
+	"context"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+)
+
+// budgetGauge returns the repair-budget gauge of the node (-1: no series).
+func budgetGauge(nhcName, node string) float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != nhc.MetricRepairBudgetExhausted {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["nhc"] == nhcName && labels["node"] == node {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+func history(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node string) func() []metav1.Time {
+	return func() []metav1.Time {
+		for _, h := range e.Status(ctx, n)().RemediationHistory {
+			if h.Name == node {
+				return h.Started
+			}
+		}
+		return nil
+	}
+}
+
+var _ = Describe("The repair budget", func() {
+	It("holds back a node remediated maxRemediations times within the window, says so, and is reset by the annotation", func(ctx SpecContext) {
+		// The window is compared with the CRs' creationTimestamps (the API server's clock).
+		e.Clock.SetTime(time.Now().Truncate(time.Second).Add(-time.Second))
+		n, _, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}
+		})
+		node := nodes[0]
+
+		By("the first failure is remediated, and its start recorded in status")
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(history(ctx, n, node.Name)).Should(HaveLen(1))
+
+		By("it recovers; its next failure within the window is not remediated")
+		e.SetReady(ctx, node, corev1.ConditionTrue, 0)
+		Eventually(testCRs(ctx, node.Name)).Should(BeEmpty())
+		e.Step(ctx, 2*returnGrace) // past the returning-node hold
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
+		Eventually(func() string {
+			c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
+			if c == nil {
+				return ""
+			}
+			return c.Message
+		}).Should(And(ContainSubstring("node %s was remediated 1 time(s) within 24h0m0s", node.Name), ContainSubstring(remediationv1alpha1.RepairBudgetResetAnnotation)))
+		Eventually(e.RelatedEvents(ctx, n.Name, node.Name)).Should(ContainElement(remediationv1alpha1.EventReasonRepairBudgetExhausted))
+		Expect(budgetGauge(n.Name, node.Name)).To(Equal(1.0))
+		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		// The count is in the API: a decision made afresh from it (as after a restart) holds the node back too.
+		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
+
+		By("an administrator resets the budget: the node is remediated")
+		patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
+		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
+		}).Should(BeNil())
+		Eventually(func() float64 { return budgetGauge(n.Name, node.Name) }).Should(Equal(-1.0))
+	})
+})
