@@ -146,8 +146,9 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 ##@ Build and run
 
 .PHONY: build
-build: ## Build the manager binary into bin/manager.
+build: ## Build the manager binary into bin/manager, and the kubectl plugin into bin/kubectl-nhc.
 	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
+	go build -o $(LOCALBIN)/kubectl-nhc ./cmd/kubectl-nhc
 
 CHART_VERSION = $(shell awk '$$1 == "version:" {print $$2}' $(CHART)/Chart.yaml)
 CHART_PACKAGE = $(LOCALBIN)/chart/node-healthcheck-$(CHART_VERSION).tgz

@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/metricsauth"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -67,7 +68,7 @@ type options struct {
 
 // DefaultReturnGrace is --returning-node-grace's default: the node lifecycle controller's default
 // --node-monitor-grace-period (50s) and a margin.
-const DefaultReturnGrace = time.Minute
+const DefaultReturnGrace = health.DefaultReturnGrace
 
 // leaseNamespaceEnv is how the public operator is told the lease namespace; the flag overrides it.
 const leaseNamespaceEnv = "LEASE_NAMESPACE"

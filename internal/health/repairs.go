@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// DefaultReturnGrace is the manager's --returning-node-grace default (Input.ReturnGrace): the node
+// lifecycle controller's default --node-monitor-grace-period (50s) and a margin.
+const DefaultReturnGrace = time.Minute
+
 // RepairBudget limits how often one node is remediated: at most Max remediation starts within any
 // Window (spec.repairBudget).
 type RepairBudget struct {

@@ -67,6 +67,10 @@ type Options struct {
 	// Acting is set by the remediation controller: state that only the stored status holds (storm
 	// recovery) must have been reported once before a new remediation starts on it.
 	Acting bool
+	// AsReported takes what the upgrade gate knows (upgrade signals, a conflicting
+	// MachineHealthCheck) from the operator's report in the stored status, for a Gatherer without a
+	// gate that explains the operator's decisions from outside it (kubectl nhc explain).
+	AsReported bool
 }
 
 // Snapshot is everything one NodeHealthCheck's decision depends on, read at one moment, and the
@@ -203,6 +207,15 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		in.Nodes = append(in.Nodes, hn)
 	}
 	s.Upgrade = upgradeOutcome(g.Gate, stored, s.Verdict, nodes, s.CRs, s.NHC.Spec.UnhealthyConditions, g.MaxPause, now)
+	if o.AsReported && g.Gate == nil {
+		if c := meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress); c != nil && c.Status != metav1.ConditionFalse {
+			s.Upgrade.Blocked = c.Message
+		}
+		if c := meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled); c != nil && c.Status == metav1.ConditionTrue &&
+			c.Reason == remediationv1alpha1.ConditionReasonDisabledMHC && s.Problem == nil {
+			s.Problem = &Problem{c.Reason, c.Message}
+		}
+	}
 	if s.Problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: s.Problem.Message})
 	}

@@ -337,3 +337,17 @@ func newLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 	}
 	return c, nil
 }
+
+// LeaseName is the name of the node's lease in the lease namespace (for kubectl nhc explain).
+func LeaseName(node string) string { return leaseName(node) }
+
+// LeaseHolder is the holder identity of the NodeHealthCheck named nhc.
+func LeaseHolder(nhc string) string {
+	return leaseHolder(&remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: nhc}})
+}
+
+// ForeignHold reports whether a holder other than holder holds the lease at now, and until when
+// (zero: until it is released).
+func ForeignHold(lease *coordinationv1.Lease, holder string, now time.Time) (bool, time.Time) {
+	return foreignHold(lease, holder, now)
+}

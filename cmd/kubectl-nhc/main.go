@@ -1,0 +1,94 @@
+// Command kubectl-nhc is a kubectl plugin for NodeHealthChecks (install it with go install
+// github.com/medik8s/node-healthcheck/cmd/kubectl-nhc@latest; kubectl finds it on the PATH):
+//
+//	kubectl nhc explain node <name>   why a node is (not) being remediated, by every NodeHealthCheck
+//	kubectl nhc explain nhc <name>    a NodeHealthCheck's budget, nodes, blockers and remediations
+//
+// It reads the live cluster only, and decides with the operator's own code (internal/explain).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/explain"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+const usage = `Usage:
+  kubectl nhc explain node <name> [flags]   why a node is (not) being remediated
+  kubectl nhc explain nhc <name> [flags]    a NodeHealthCheck's nodes, blockers and remediations
+
+Flags:
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kubectl-nhc", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kubeconfig := fs.String("kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+	kubeContext := fs.String("context", "", "The kubeconfig context to use.")
+	leaseNamespace := fs.String("lease-namespace", remediation.DefaultLeaseNamespace, "The operator's --lease-namespace.")
+	returnGrace := fs.Duration("returning-node-grace", health.DefaultReturnGrace, "The operator's --returning-node-grace.")
+	timeout := fs.Duration("request-timeout", 30*time.Second, "How long to wait for the API server.")
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+
+	// Flags may come before or after the words.
+	var words []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			words, args = append(words, args[0]), args[1:]
+		}
+	}
+	if len(words) != 3 || words[0] != "explain" || (words[1] != "node" && words[1] != "nhc" && words[1] != "nodehealthcheck") {
+		fs.Usage()
+		return errors.New("want: explain node <name> or explain nhc <name>")
+	}
+
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = *kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: *kubeContext}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := remediationv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	o := explain.Options{LeaseNamespace: *leaseNamespace, ReturnGrace: *returnGrace}
+	if words[1] == "node" {
+		return explain.Node(ctx, c, words[2], o, stdout)
+	}
+	return explain.NHC(ctx, c, words[2], o, stdout)
+}

@@ -1,0 +1,384 @@
+// Package explain answers "why was this node (not) remediated?" from the live cluster, with the
+// operator's own decision code: it gathers each NodeHealthCheck's snapshot with targets.Gatherer
+// (reading the API server directly instead of a cache) and decides with health.Decide, so it cannot
+// disagree with the operator about the same state. What only the operator's process knows (the
+// upgrade gate's signals, a conflicting MachineHealthCheck) is taken from what the operator
+// reports in status. kubectl nhc explain (cmd/kubectl-nhc) prints it.
+package explain
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
+)
+
+// Options are the operator's settings the decisions depend on; they must match the running
+// operator's flags.
+type Options struct {
+	// Now is the time to decide at (zero: now).
+	Now time.Time
+	// LeaseNamespace is where node leases live (the operator's --lease-namespace).
+	LeaseNamespace string
+	// ReturnGrace is the operator's --returning-node-grace.
+	ReturnGrace time.Duration
+}
+
+// Check is one NodeHealthCheck's snapshot and decision.
+type Check struct {
+	Snapshot *targets.Snapshot
+}
+
+// Gather reads and decides every NodeHealthCheck (sorted by name).
+func Gather(ctx context.Context, c client.Reader, o Options) ([]Check, error) {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	list := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := c.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
+	}
+	slices.SortFunc(list.Items, func(a, b remediationv1alpha1.NodeHealthCheck) int { return strings.Compare(a.Name, b.Name) })
+	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace}
+	var out []Check
+	for i := range list.Items {
+		snap, err := g.Gather(ctx, &list.Items[i], o.Now, targets.Options{Templates: c, AsReported: true})
+		if err != nil {
+			return nil, fmt.Errorf("NodeHealthCheck %s: %w", list.Items[i].Name, err)
+		}
+		out = append(out, Check{Snapshot: snap})
+	}
+	return out, nil
+}
+
+// Node explains every NodeHealthCheck's view of the node to w.
+func Node(ctx context.Context, c client.Reader, name string, o Options, w io.Writer) error {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	node := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return fmt.Errorf("getting node %s: %w", name, err)
+	}
+	checks, err := Gather(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	lease := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.LeaseNamespace, Name: remediation.LeaseName(name)}, lease); apierrors.IsNotFound(err) {
+		lease = nil
+	} else if err != nil {
+		return fmt.Errorf("getting the node's lease: %w", err)
+	}
+
+	p := &printer{w: w}
+	p.line(0, "Node %s", name)
+	for _, cond := range node.Status.Conditions {
+		p.line(1, "%s=%s since %s", cond.Type, cond.Status, stamp(cond.LastTransitionTime.Time))
+	}
+	var selecting, others []string
+	for _, ch := range checks {
+		s := ch.Snapshot
+		if _, ok := s.SelectedNode(name); !ok {
+			if len(s.CRs[name]) == 0 {
+				others = append(others, s.Stored.Name)
+				continue
+			}
+		}
+		selecting = append(selecting, s.Stored.Name)
+		p.line(0, "")
+		explainNode(p, s, node, lease, o)
+	}
+	p.line(0, "")
+	if len(selecting) == 0 {
+		p.line(0, "No NodeHealthCheck selects node %s.", name)
+	}
+	if len(others) > 0 {
+		p.line(0, "Not selected by: %s", strings.Join(others, ", "))
+	}
+	return p.err
+}
+
+func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coordinationv1.Lease, o Options) {
+	d := s.Decision
+	name := node.Name
+	p.line(0, "NodeHealthCheck %s%s", s.Stored.Name, modeNote(s))
+	p.line(1, "budget: %d of %d selected nodes healthy, %d required (%s)", d.Healthy, d.Observed, d.MinHealthy, budgetSpec(s.NHC))
+	if d.BudgetErr != nil {
+		p.line(1, "budget error: %v", d.BudgetErr)
+	}
+	h := health.EvaluateNode(s.NHC.Spec.UnhealthyConditions, node.Status.Conditions, s.Now)
+	switch h.State {
+	case health.Unhealthy:
+		p.line(1, "health: unhealthy since %s (%s)", stamp(h.UnhealthySince), h.Reason)
+	case health.SoonUnhealthy:
+		p.line(1, "health: matches %s; unhealthy at %s", h.Reason, stamp(h.Next))
+	default:
+		p.line(1, "health: healthy (no unhealthy condition matches)")
+	}
+	nd, found := s.Node(name)
+	switch {
+	case !found:
+		p.line(1, "decision: nothing to do")
+	case nd.Action == health.Skip:
+		p.line(1, "decision: held back (%s): %s", nd.SkipReason, nd.SkipMessage)
+	default:
+		p.line(1, "decision: %s", actionText(nd.Action, s.DryRun()))
+	}
+	explainCRs(p, s, name)
+	if lease != nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		holder := *lease.Spec.HolderIdentity
+		if held, until := remediation.ForeignHold(lease, remediation.LeaseHolder(s.Stored.Name), s.Now); held {
+			p.line(1, "lease %s/%s: held by %s%s; this NodeHealthCheck starts no remediation of the node meanwhile", lease.Namespace, lease.Name, holder, untilText(until))
+		} else if holder == remediation.LeaseHolder(s.Stored.Name) {
+			p.line(1, "lease %s/%s: held by this NodeHealthCheck", lease.Namespace, lease.Name)
+		}
+	}
+	for _, b := range blockers(s, node) {
+		p.line(1, "blocker: %s", b)
+	}
+	for _, c := range s.Stored.Status.Conditions {
+		if c.Status == metav1.ConditionTrue || c.Type == remediationv1alpha1.ConditionTypeUpgradeInProgress && c.Status == metav1.ConditionUnknown {
+			p.line(1, "reported condition %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+}
+
+// blockers lists what keeps new remediations of the node from starting, besides the decision's own
+// skip reason: each of them holds every unhealthy node back.
+func blockers(s *targets.Snapshot, node *corev1.Node) []string {
+	var out []string
+	for _, b := range s.Input.Blockers {
+		out = append(out, fmt.Sprintf("%s: %s", b.Reason, b.Message))
+	}
+	if s.Decision.Storm.Active {
+		out = append(out, "storm recovery is active")
+	}
+	if s.DryRun() {
+		out = append(out, "dry-run: no CR is created and no lease taken (spec.dryRun)")
+	}
+	if node.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true" {
+		out = append(out, fmt.Sprintf("the node is excluded (%s=true)", remediationv1alpha1.ExcludeFromRemediationLabel))
+	}
+	if remediationcr.IsControlPlane(node.Labels) {
+		out = append(out, "control-plane node: one at a time across all NodeHealthChecks; on OpenShift the operator also checks the etcd quorum guard before it starts")
+	}
+	for _, o := range s.Overlaps {
+		out = append(out, fmt.Sprintf("NodeHealthCheck %s selects %d of the same nodes: the first to take a node's lease remediates it", o.NHC, o.Nodes))
+	}
+	if b := s.NHC.Spec.RepairBudget; b != nil {
+		out = append(out, fmt.Sprintf("repair budget: %d remediation(s) within %s; counted for this node: %d", b.MaxRemediations, b.Window.Duration, len(s.Input.Nodes[nodeIndex(s, node.Name)].Repairs)))
+	}
+	return out
+}
+
+func nodeIndex(s *targets.Snapshot, name string) int {
+	for i := range s.Input.Nodes {
+		if s.Input.Nodes[i].Name == name {
+			return i
+		}
+	}
+	return 0
+}
+
+func explainCRs(p *printer, s *targets.Snapshot, node string) {
+	crs := s.CRs[node]
+	for i := range crs {
+		cr := &crs[i]
+		state := "running"
+		if ts := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; ts != "" {
+			state = "timed out at " + ts
+		}
+		if !cr.GetDeletionTimestamp().IsZero() {
+			state = "being deleted"
+		}
+		p.line(1, "remediation: %s %s/%s from template %s, created %s, %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(),
+			cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation], stamp(cr.GetCreationTimestamp().Time), state)
+	}
+	if len(crs) > 0 {
+		steps := make([]health.StepCR, 0, len(crs))
+		for i := range crs {
+			steps = append(steps, remediationcr.StepCR(&crs[i]))
+		}
+		e := health.Escalate(health.EscalationInput{Steps: targets.Steps(&s.NHC.Spec), CRs: steps, Now: s.Now, Unhealthy: true})
+		if e.Current != nil && !e.Deadline.IsZero() {
+			p.line(1, "escalation: step %s (order %d) times out at %s", e.Current.StepKey, e.Current.Order, stamp(e.Deadline))
+		}
+		if e.Exhausted {
+			p.line(1, "escalation: every step timed out or failed; no template is left")
+		}
+	}
+	for _, r := range s.Simulated(node) {
+		state := "would run"
+		if r.TimedOut != nil {
+			state = "would have timed out at " + stamp(r.TimedOut.Time)
+		}
+		p.line(1, "dry-run remediation: %s %s/%s since %s, %s", r.Template.Kind, r.Template.Namespace, r.Template.Name, stamp(r.Started.Time), state)
+	}
+}
+
+// NHC summarises one NodeHealthCheck to w: its budget, every node it lists or holds back, and why.
+func NHC(ctx context.Context, c client.Reader, name string, o Options, w io.Writer) error {
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
+	checks, err := Gather(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(checks, func(ch Check) bool { return ch.Snapshot.Stored.Name == name })
+	if i < 0 {
+		return fmt.Errorf("NodeHealthCheck %s not found", name)
+	}
+	s := checks[i].Snapshot
+	d := s.Decision
+	p := &printer{w: w}
+	p.line(0, "NodeHealthCheck %s%s", name, modeNote(s))
+	sel, _ := metav1.LabelSelectorAsSelector(&s.NHC.Spec.Selector)
+	p.line(1, "selector: %s", selectorText(sel))
+	p.line(1, "budget: %d of %d selected nodes healthy, %d required (%s)", d.Healthy, d.Observed, d.MinHealthy, budgetSpec(s.NHC))
+	if s.Problem != nil {
+		p.line(1, "disabled (%s): %s", s.Problem.Reason, s.Problem.Message)
+	}
+	for _, b := range s.Input.Blockers {
+		p.line(1, "blocker: %s: %s", b.Reason, b.Message)
+	}
+	for _, ov := range s.Overlaps {
+		p.line(1, "overlap: NodeHealthCheck %s selects %d of the same nodes", ov.NHC, ov.Nodes)
+	}
+	if !d.Next.IsZero() {
+		p.line(1, "next decision change: %s", stamp(d.Next))
+	}
+	if len(d.Nodes) == 0 && len(s.Orphans) == 0 {
+		p.line(1, "every selected node is healthy")
+	}
+	for _, nd := range d.Nodes {
+		switch nd.Action {
+		case health.Skip:
+			p.line(1, "node %s: held back (%s): %s", nd.Name, nd.SkipReason, nd.SkipMessage)
+		case health.Wait:
+			p.line(1, "node %s: %s; unhealthy at %s", nd.Name, nd.Health.Reason, stamp(nd.Health.Next))
+		default:
+			p.line(1, "node %s: %s (%s)", nd.Name, actionText(nd.Action, s.DryRun()), nd.Health.Reason)
+		}
+		explainCRs(&printer{w: w, indent: 1}, s, nd.Name)
+	}
+	for _, orphan := range s.Orphans {
+		p.line(1, "node %s: no longer selected; its CRs are removed", orphan)
+	}
+	for _, c := range s.Stored.Status.Conditions {
+		if c.Status == metav1.ConditionTrue {
+			p.line(1, "reported condition %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	if st := s.Stored.Status; st.ObservedNodes != nil && st.HealthyNodes != nil && (*st.ObservedNodes != d.Observed || *st.HealthyNodes != d.Healthy) {
+		p.line(1, "note: the operator last reported %d of %d healthy (at %s); this decision is newer", *st.HealthyNodes, *st.ObservedNodes, lastUpdate(st))
+	}
+	return p.err
+}
+
+func lastUpdate(st remediationv1alpha1.NodeHealthCheckStatus) string {
+	if st.LastUpdateTime == nil {
+		return "an unknown time"
+	}
+	return stamp(st.LastUpdateTime.Time)
+}
+
+func modeNote(s *targets.Snapshot) string {
+	var notes []string
+	if s.DryRun() {
+		notes = append(notes, "dry-run")
+	}
+	if len(s.NHC.Spec.PauseRequests) > 0 {
+		notes = append(notes, "paused")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, ", ") + ")"
+}
+
+func budgetSpec(n *remediationv1alpha1.NodeHealthCheck) string {
+	switch {
+	case n.Spec.MaxUnhealthy != nil:
+		return "maxUnhealthy " + n.Spec.MaxUnhealthy.String()
+	case n.Spec.MinHealthy != nil:
+		return "minHealthy " + n.Spec.MinHealthy.String()
+	}
+	return "minHealthy 51% (default)"
+}
+
+func actionText(a health.Action, dryRun bool) string {
+	switch a {
+	case health.StartRemediation:
+		if dryRun {
+			return "would start a remediation now (dry-run)"
+		}
+		return "starts a remediation now"
+	case health.ContinueRemediation:
+		if dryRun {
+			return "would be remediating (dry-run)"
+		}
+		return "remediating"
+	case health.Recovered:
+		return "healthy again: its CRs are removed"
+	case health.HealthyDelayed:
+		return "healthy again: healthyDelay keeps its CRs"
+	case health.Wait:
+		return "soon unhealthy"
+	}
+	return a.String()
+}
+
+func selectorText(sel labels.Selector) string {
+	if sel == nil {
+		return "(invalid)"
+	}
+	if s := sel.String(); s != "" {
+		return s
+	}
+	return "(every node)"
+}
+
+func untilText(t time.Time) string {
+	if t.IsZero() {
+		return " until released"
+	}
+	return " until " + stamp(t)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "(unknown)"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// printer writes indented lines and keeps the first write error.
+type printer struct {
+	w      io.Writer
+	indent int
+	err    error
+}
+
+func (p *printer) line(depth int, format string, args ...any) {
+	if p.err != nil {
+		return
+	}
+	_, p.err = fmt.Fprintf(p.w, "%s%s\n", strings.Repeat("  ", depth+p.indent), fmt.Sprintf(format, args...))
+}
