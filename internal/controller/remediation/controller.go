@@ -92,6 +92,7 @@ const (
 // +kubebuilder:rbac:groups=remediation.medik8s.io,resources=nodehealthchecks,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=machine.openshift.io,resources=machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;create
@@ -710,22 +711,49 @@ func skipAction(note string) string {
 }
 
 // machineOwner returns an owner reference to the node's Machine when the node names one in the
-// template's namespace and it exists.
+// template's namespace and it exists: OpenShift's (machine.openshift.io/machine: <namespace>/<name>)
+// or Cluster API's (cluster.x-k8s.io/machine and cluster.x-k8s.io/cluster-namespace), as Metal3's
+// remediation expects of a CR.
 func (r *Reconciler) machineOwner(ctx context.Context, node *corev1.Node, namespace string) (*metav1.OwnerReference, error) {
+	gvk := openshift.Machine
 	ns, name, found := strings.Cut(node.Annotations[MachineAnnotation], "/")
-	if !found || ns != namespace || name == "" {
+	if !found {
+		// Cluster API: the Machine's name and namespace in two annotations; its version is the one
+		// the API server prefers (v1beta1 or v1beta2).
+		ns, name = node.Annotations[ClusterAPINamespaceAnnotation], node.Annotations[ClusterAPIMachineAnnotation]
+		if ns == "" || name == "" || ns != namespace {
+			return nil, nil
+		}
+		mapping, err := r.Client.RESTMapper().RESTMapping(clusterAPIMachine)
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("finding the Cluster API Machine kind: %w", err)
+		}
+		gvk = mapping.GroupVersionKind
+	}
+	if ns != namespace || name == "" {
 		return nil, nil
 	}
 	machine := &metav1.PartialObjectMetadata{}
-	machine.SetGroupVersionKind(openshift.Machine)
+	machine.SetGroupVersionKind(gvk)
 	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("getting machine %s/%s: %w", ns, name, err)
 	}
-	return &metav1.OwnerReference{APIVersion: openshift.Machine.GroupVersion().String(), Kind: openshift.Machine.Kind, Name: name, UID: machine.UID}, nil
+	return &metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name, UID: machine.UID}, nil
 }
+
+// Cluster API's annotations on a Node that name its Machine, and the Machine's kind.
+const (
+	ClusterAPIMachineAnnotation   = "cluster.x-k8s.io/machine"
+	ClusterAPINamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
+)
+
+var clusterAPIMachine = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
 
 // deleteAll deletes the node's CRs.
 func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
