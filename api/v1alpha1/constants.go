@@ -28,6 +28,10 @@ const (
 	// of some unhealthy nodes (reason RepairBudgetExhausted; the message names them and when each may
 	// be remediated again); absent otherwise.
 	ConditionTypeRepairBudgetExhausted = "RepairBudgetExhausted"
+	// ConditionTypeMachineHealthCheckOverlap is True while Cluster API MachineHealthChecks cover some
+	// of the selected nodes (reason ConditionReasonCoveredByMachineHealthCheck; the message names
+	// them and how many): those nodes are left to them. Absent otherwise.
+	ConditionTypeMachineHealthCheckOverlap = "MachineHealthCheckOverlap"
 )
 
 // Reasons of NodeHealthCheck conditions.
@@ -41,6 +45,8 @@ const (
 	ConditionReasonOverlappingSelectors = "OverlappingSelectors"
 	// ConditionReasonRepairBudgetExhausted is the reason of RepairBudgetExhausted=True.
 	ConditionReasonRepairBudgetExhausted = "RepairBudgetExhausted"
+	// ConditionReasonCoveredByMachineHealthCheck is the reason of MachineHealthCheckOverlap=True.
+	ConditionReasonCoveredByMachineHealthCheck = "CoveredByMachineHealthCheck"
 	// ConditionReasonEnabled is the reason of Disabled=False.
 	ConditionReasonEnabled = "NodeHealthCheckEnabled"
 	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced

@@ -17,8 +17,11 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -26,6 +29,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
+	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // Options are the operator's settings the decisions depend on; they must match the running
@@ -45,7 +49,7 @@ type Check struct {
 }
 
 // Gather reads and decides every NodeHealthCheck (sorted by name).
-func Gather(ctx context.Context, c client.Reader, o Options) ([]Check, error) {
+func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -54,7 +58,15 @@ func Gather(ctx context.Context, c client.Reader, o Options) ([]Check, error) {
 		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
 	slices.SortFunc(list.Items, func(a, b remediationv1alpha1.NodeHealthCheck) int { return strings.Compare(a.Name, b.Name) })
-	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace}
+	// The nodes Cluster API MachineHealthChecks cover, as the operator's detector finds them.
+	coverage, err := clusterAPICoverage(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	gate := upgrade.NewGate(false)
+	gate.SetClusterAPICoverage(coverage)
+	gate.Discovered()
+	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate}
 	var out []Check
 	for i := range list.Items {
 		snap, err := g.Gather(ctx, &list.Items[i], o.Now, targets.Options{Templates: c, AsReported: true})
@@ -66,8 +78,30 @@ func Gather(ctx context.Context, c client.Reader, o Options) ([]Check, error) {
 	return out, nil
 }
 
+// clusterAPICoverage lists Cluster API MachineHealthChecks and Machines (none where the kinds are not
+// served) and returns the nodes they cover.
+func clusterAPICoverage(ctx context.Context, c client.Client) (map[string]string, error) {
+	var lists [2][]unstructured.Unstructured
+	for i, kind := range []string{"MachineHealthCheck", "Machine"} {
+		mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: "cluster.x-k8s.io", Kind: kind})
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("finding Cluster API's %s kind: %w", kind, err)
+		}
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind(kind + "List"))
+		if err := c.List(ctx, l); err != nil {
+			return nil, fmt.Errorf("listing Cluster API %ss: %w", kind, err)
+		}
+		lists[i] = l.Items
+	}
+	return upgrade.ClusterAPICoverage(lists[0], lists[1]), nil
+}
+
 // Node explains every NodeHealthCheck's view of the node to w.
-func Node(ctx context.Context, c client.Reader, name string, o Options, w io.Writer) error {
+func Node(ctx context.Context, c client.Client, name string, o Options, w io.Writer) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
@@ -233,7 +267,7 @@ func explainCRs(p *printer, s *targets.Snapshot, node string) {
 }
 
 // NHC summarises one NodeHealthCheck to w: its budget, every node it lists or holds back, and why.
-func NHC(ctx context.Context, c client.Reader, name string, o Options, w io.Writer) error {
+func NHC(ctx context.Context, c client.Client, name string, o Options, w io.Writer) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}

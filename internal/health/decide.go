@@ -34,6 +34,9 @@ type Node struct {
 	// LeftToMachineHealthCheck is true when the default termination-handler MachineHealthCheck
 	// handles the node (OpenShift): no new remediation.
 	LeftToMachineHealthCheck bool
+	// CoveredBy names the Cluster API MachineHealthCheck ("namespace/name") that covers the node's
+	// Machine: it remediates the node, and this NodeHealthCheck starts none.
+	CoveredBy string
 	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
 	// first one wins, and this one starts none (never two remediators on one node).
 	RemediatedElsewhere string
@@ -76,6 +79,8 @@ const (
 	SkipRepairBudget SkipReason = "RepairBudgetExhausted"
 	// SkipControlPlane: another control-plane node is being remediated.
 	SkipControlPlane SkipReason = "ControlPlaneRemediationRunning"
+	// SkipCoveredByMachineHealthCheck: a Cluster API MachineHealthCheck covers the node's Machine.
+	SkipCoveredByMachineHealthCheck SkipReason = "CoveredByMachineHealthCheck"
 	// SkipRemediatedElsewhere: another NodeHealthCheck remediates the node.
 	SkipRemediatedElsewhere SkipReason = "RemediatedByAnotherNodeHealthCheck"
 )
@@ -336,6 +341,8 @@ func Decide(in Input) Decision {
 		switch {
 		case reason != "":
 			skip(nd, reason, message)
+		case n.CoveredBy != "":
+			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
 		case n.Excluded:

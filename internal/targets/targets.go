@@ -67,9 +67,9 @@ type Options struct {
 	// Acting is set by the remediation controller: state that only the stored status holds (storm
 	// recovery) must have been reported once before a new remediation starts on it.
 	Acting bool
-	// AsReported takes what the upgrade gate knows (upgrade signals, a conflicting
-	// MachineHealthCheck) from the operator's report in the stored status, for a Gatherer without a
-	// gate that explains the operator's decisions from outside it (kubectl nhc explain).
+	// AsReported takes what only the operator's upgrade detectors know (upgrade signals, a
+	// conflicting OpenShift MachineHealthCheck) from the operator's report in the stored status, for
+	// a Gatherer that explains the operator's decisions from outside it (kubectl nhc explain).
 	AsReported bool
 }
 
@@ -85,6 +85,9 @@ type Snapshot struct {
 	Nodes []corev1.Node
 	// Overlaps are the other NodeHealthChecks that select some of Nodes.
 	Overlaps []Overlap
+	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
+	// covers (they are left to it).
+	CoveredBy map[string]int
 	// repairs are the remediation starts the repair budget counts, by node (repairStarts).
 	repairs map[string][]time.Time
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
@@ -133,6 +136,14 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
 	s.Overlaps = Overlaps(stored.Name, nodes, others.Items)
+	for i := range nodes {
+		if mhc := s.Verdict.CoveredByMachineHealthCheck[nodes[i].Name]; mhc != "" {
+			if s.CoveredBy == nil {
+				s.CoveredBy = map[string]int{}
+			}
+			s.CoveredBy[mhc]++
+		}
+	}
 	all, denied, err := g.remediationCRs(ctx, s.NHC)
 	if err != nil {
 		return nil, err
@@ -200,14 +211,14 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
-			Repairs: s.repairs[n.Name]}
+			Repairs: s.repairs[n.Name], CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = elsewhere[n.Name]
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}
 	s.Upgrade = upgradeOutcome(g.Gate, stored, s.Verdict, nodes, s.CRs, s.NHC.Spec.UnhealthyConditions, g.MaxPause, now)
-	if o.AsReported && g.Gate == nil {
+	if o.AsReported {
 		if c := meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress); c != nil && c.Status != metav1.ConditionFalse {
 			s.Upgrade.Blocked = c.Message
 		}

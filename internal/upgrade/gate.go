@@ -136,6 +136,9 @@ type Verdict struct {
 	NodeRollout bool
 	// MachineHealthChecks is what the MachineHealthCheck detector found.
 	MachineHealthChecks MachineHealthChecks
+	// CoveredByMachineHealthCheck maps each node a Cluster API MachineHealthCheck covers to it
+	// ("namespace/name"); read only.
+	CoveredByMachineHealthCheck map[string]string
 }
 
 // Blocking reports whether the cluster-wide state blocks new remediations at now: the gate is not
@@ -156,6 +159,7 @@ type Gate struct {
 	closed     map[string][]Signal // per detector, stamped (Since set)
 	openShift  bool
 	mhc        MachineHealthChecks
+	capi       map[string]string // ClusterAPICoverage; replaced, never changed in place
 	nodeRoll   bool
 	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks (metrics).
 	nodeClosed map[string]map[string]bool
@@ -255,6 +259,20 @@ func (g *Gate) SetMachineHealthChecks(m MachineHealthChecks) {
 	})
 }
 
+// SetClusterAPICoverage records the Cluster API MachineHealthCheck detector's finding
+// (ClusterAPICoverage), and returns the previous one.
+func (g *Gate) SetClusterAPICoverage(coverage map[string]string) (previous map[string]string) {
+	g.update(func() bool {
+		previous = g.capi
+		changed := !sameCoverage(g.capi, coverage) || !g.reported[DetectorClusterAPIMachineHealthCheck]
+		g.capi = coverage
+		g.reported[DetectorClusterAPIMachineHealthCheck] = true
+		delete(g.errs, DetectorClusterAPIMachineHealthCheck)
+		return changed
+	})
+	return previous
+}
+
 // MachineHealthChecks returns the MachineHealthCheck detector's last finding, and whether it has
 // reported at all.
 func (g *Gate) MachineHealthChecks() (MachineHealthChecks, bool) {
@@ -320,7 +338,7 @@ func (g *Gate) reportNode(detector, nhc string, closed bool) {
 func (g *Gate) Verdict() Verdict {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	v := Verdict{Known: g.discovered, OpenShift: g.openShift, NodeRollout: g.nodeRoll, MachineHealthChecks: g.mhc}
+	v := Verdict{Known: g.discovered, OpenShift: g.openShift, NodeRollout: g.nodeRoll, MachineHealthChecks: g.mhc, CoveredByMachineHealthCheck: g.capi}
 	var pending []string
 	if !g.discovered {
 		pending = append(pending, "the upgrade detectors have not been discovered yet")
@@ -339,6 +357,7 @@ func (g *Gate) Verdict() Verdict {
 	if !v.Known {
 		v.Pending = strings.Join(pending, "; ")
 		v.MachineHealthChecks = MachineHealthChecks{}
+		v.CoveredByMachineHealthCheck = nil
 	}
 	return v
 }

@@ -51,6 +51,10 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 
 	r.emitUpgradeEvents(old, updated)
 
+	if c := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap); c != nil &&
+		meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap) == nil {
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonConflictingMachineHealthCheck, "Overlap", "%s", c.Message)
+	}
 	if c := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap); c != nil &&
 		meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap) == nil {
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonSelectorOverlap, "Overlap", "%s", c.Message)

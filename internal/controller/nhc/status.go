@@ -3,6 +3,7 @@ package nhc
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -90,6 +91,13 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
 	st.RemediationHistory = snap.RepairHistory()
+	if len(snap.CoveredBy) > 0 {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap, Status: metav1.ConditionTrue,
+			Reason: remediationv1alpha1.ConditionReasonCoveredByMachineHealthCheck, Message: coveredMessage(snap.CoveredBy),
+			ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap)
+	}
 	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
@@ -202,6 +210,17 @@ func setDryRunCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1
 		c.Message = "Dry run: would be remediating " + strings.Join(parts, "; ") + "; no remediation CR is created and no node lease taken"
 	}
 	meta.SetStatusCondition(conditions, c)
+}
+
+// coveredMessage names the Cluster API MachineHealthChecks that cover selected nodes.
+func coveredMessage(covered map[string]int) string {
+	names := slices.Sorted(maps.Keys(covered))
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s (%d node(s))", n, covered[n]))
+	}
+	return "Cluster API MachineHealthChecks cover selected nodes: " + strings.Join(parts, ", ") +
+		"; this NodeHealthCheck leaves those nodes to them and starts no remediation of them"
 }
 
 // setRepairBudgetCondition writes RepairBudgetExhausted while the repair budget holds back some

@@ -38,6 +38,8 @@ var (
 	machineHealthCheckKind = openshift.MachineHealthCheck.GroupKind()
 	kubeadmControlPlane    = schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
 	machineDeployment      = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"}
+	capiMachineHealthCheck = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineHealthCheck"}
+	capiMachine            = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
 )
 
 // detectors in the order their signals are reported.
@@ -46,6 +48,7 @@ var detectors = []detector{
 	{name: upgrade.DetectorInfrastructure, kinds: []schema.GroupKind{infrastructureKind}, auto: true, evaluate: evaluateInfrastructure},
 	{name: upgrade.DetectorMachineHealthCheck, kinds: []schema.GroupKind{machineHealthCheckKind}, auto: true, evaluate: evaluateMachineHealthChecks},
 	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{kubeadmControlPlane, machineDeployment}, evaluate: evaluateClusterAPI},
+	{name: upgrade.DetectorClusterAPIMachineHealthCheck, kinds: []schema.GroupKind{capiMachineHealthCheck, capiMachine}, auto: true, evaluate: evaluateClusterAPIMachineHealthChecks},
 	{name: upgrade.DetectorPauseObject, evaluate: evaluatePauseObject},
 }
 
@@ -110,6 +113,38 @@ func evaluateMachineHealthChecks(ctx context.Context, g *Guard, served []schema.
 			g.event(ref, corev1.EventTypeNormal, EventReasonTerminationHandlerTolerated,
 				fmt.Sprintf("NodeHealthChecks leave nodes with condition %s=%s to this MachineHealthCheck", upgrade.TerminatingCondition, m.Terminating))
 		}
+	}
+	return time.Time{}, nil
+}
+
+// evaluateClusterAPIMachineHealthChecks finds the nodes Cluster API MachineHealthChecks cover: those
+// nodes are left to them (health.SkipCoveredByMachineHealthCheck). Each MachineHealthCheck whose
+// coverage changed gets an event saying how many nodes NodeHealthChecks leave to it.
+func evaluateClusterAPIMachineHealthChecks(ctx context.Context, g *Guard, served []schema.GroupVersionKind) (time.Time, error) {
+	objs, err := list(ctx, g.Client, served)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var mhcs, machines []unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == capiMachineHealthCheck.Kind {
+			mhcs = append(mhcs, o)
+		} else {
+			machines = append(machines, o)
+		}
+	}
+	coverage := upgrade.ClusterAPICoverage(mhcs, machines)
+	before := upgrade.CoverageCounts(g.Gate.SetClusterAPICoverage(coverage))
+	after := upgrade.CoverageCounts(coverage)
+	for i := range mhcs {
+		key := mhcs[i].GetNamespace() + "/" + mhcs[i].GetName()
+		if after[key] == before[key] || after[key] == 0 {
+			continue
+		}
+		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
+		g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+			fmt.Sprintf("This MachineHealthCheck covers %d node(s) that NodeHealthChecks select or may select; NodeHealthChecks leave them to it", after[key]))
+		ctrl.LoggerFrom(ctx).Info("Cluster API MachineHealthCheck covers nodes; NodeHealthChecks leave them to it", "machineHealthCheck", key, "nodes", after[key])
 	}
 	return time.Time{}, nil
 }
