@@ -3,6 +3,7 @@ package remediation_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -36,12 +37,12 @@ func decisions(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, pool
 	}
 }
 
-// wouldRemediate returns the value of the would-remediate gauge for the node (-1: no series).
-func wouldRemediate(nhcName, node, kind string) float64 {
+// gauge returns the value of the metric's series with exactly these labels' values (-1: no series).
+func gauge(metric string, want map[string]string) float64 {
 	families, err := crmetrics.Registry.Gather()
 	Expect(err).NotTo(HaveOccurred())
 	for _, f := range families {
-		if f.GetName() != nhc.MetricWouldRemediate {
+		if f.GetName() != metric {
 			continue
 		}
 		for _, m := range f.GetMetric() {
@@ -49,12 +50,17 @@ func wouldRemediate(nhcName, node, kind string) float64 {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["nhc"] == nhcName && labels["node"] == node && labels["remediation"] == kind {
+			if maps.Equal(labels, want) {
 				return m.GetGauge().GetValue()
 			}
 		}
 	}
 	return -1
+}
+
+// wouldRemediate returns the value of the would-remediate gauge for the node (-1: no series).
+func wouldRemediate(nhcName, node, kind string) float64 {
+	return gauge(nhc.MetricWouldRemediate, map[string]string{"nhc": nhcName, "node": node, "remediation": kind})
 }
 
 // simulated returns the dry-run remediations status records for the node.

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
@@ -18,23 +17,7 @@ import (
 
 // budgetGauge returns the repair-budget gauge of the node (-1: no series).
 func budgetGauge(nhcName, node string) float64 {
-	families, err := crmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != nhc.MetricRepairBudgetExhausted {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["nhc"] == nhcName && labels["node"] == node {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
+	return gauge(nhc.MetricRepairBudgetExhausted, map[string]string{"nhc": nhcName, "node": node})
 }
 
 func history(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node string) func() []metav1.Time {
