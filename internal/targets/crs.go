@@ -38,15 +38,12 @@ func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVe
 // remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
 // every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind the operator may not list and watch
 // is not read (its informer would never sync); when nhc uses it, the returned problem says so.
-func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
-	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
-		return nil, nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
-	}
+// nhcs are every NodeHealthCheck, as the cache holds them (read only).
+func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
 	own := templateKinds(nhc)
 	kinds := RemediationKinds(nhc)
-	for i := range nhcs.Items {
-		for _, gvk := range RemediationKinds(&nhcs.Items[i]) {
+	for i := range nhcs {
+		for _, gvk := range RemediationKinds(&nhcs[i]) {
 			if !slices.Contains(kinds, gvk) {
 				kinds = append(kinds, gvk)
 			}

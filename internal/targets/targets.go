@@ -131,11 +131,11 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		return nil, err
 	}
 	s.Nodes = nodes
-	others := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := g.Reader.List(ctx, others, client.UnsafeDisableDeepCopy); err != nil { // read only
+	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
-	s.Overlaps = Overlaps(stored.Name, nodes, others.Items)
+	s.Overlaps = Overlaps(stored.Name, nodes, nhcs.Items)
 	for i := range nodes {
 		if mhc := s.Verdict.CoveredByMachineHealthCheck[nodes[i].Name]; mhc != "" {
 			if s.CoveredBy == nil {
@@ -144,7 +144,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			s.CoveredBy[mhc]++
 		}
 	}
-	all, denied, err := g.remediationCRs(ctx, s.NHC)
+	all, denied, err := g.remediationCRs(ctx, s.NHC, nhcs.Items)
 	if err != nil {
 		return nil, err
 	}
