@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -102,8 +103,16 @@ var _ = Describe("The self-managed webhook certificate", func() {
 		maxBundle := 0
 		start := time.Now()
 		Eventually(func(g Gomega) {
+			// The Secret and the webhook configuration, read one after the other: a renewal may
+			// write both between the two reads (the configuration follows the Secret within
+			// milliseconds), so a pair that disagrees is read again until it agrees, for at most 5s.
 			secret := &corev1.Secret{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: localcluster.ChartNamespace, Name: localcluster.WebhookSecret}, secret)).To(Succeed())
+			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+			Eventually(func() bool {
+				Expect(k8s.Get(ctx, client.ObjectKey{Namespace: localcluster.ChartNamespace, Name: localcluster.WebhookSecret}, secret)).To(Succeed())
+				Expect(k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-validating"}, v)).To(Succeed())
+				return bytes.Equal(v.Webhooks[0].ClientConfig.CABundle, secret.Data["ca.crt"])
+			}).WithTimeout(5*time.Second).WithPolling(100*time.Millisecond).Should(BeTrue(), "the CA bundle is injected as the Secret holds it")
 			cas := webhookcert.Certificates(secret.Data["ca.crt"])
 			g.Expect(cas).NotTo(BeEmpty())
 			signingCAs[fingerprint(cas[0])] = true
@@ -111,9 +120,6 @@ var _ = Describe("The self-managed webhook certificate", func() {
 
 			// What the API server trusts right now, and what each replica serves right now: the
 			// served certificate must verify for the Service name at every sample.
-			v := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-			g.Expect(k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-validating"}, v)).To(Succeed())
-			Expect(v.Webhooks[0].ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]), "the CA bundle is injected as the Secret holds it")
 			pool := x509.NewCertPool()
 			Expect(pool.AppendCertsFromPEM(v.Webhooks[0].ClientConfig.CABundle)).To(BeTrue())
 			for _, r := range replicas {
