@@ -168,7 +168,7 @@ chart-push: chart ## Push the packaged chart to an OCI registry: make chart-push
 
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
-	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl $(DEMO_ARGS)
+	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl --kubectl-nhc $(LOCALBIN)/kubectl-nhc $(DEMO_ARGS)
 
 ##@ Image
 

@@ -28,6 +28,7 @@ import (
 func main() {
 	manager := flag.String("manager", "bin/manager", "manager binary")
 	kubectl := flag.String("kubectl", "kubectl", "kubectl binary")
+	flag.StringVar(&kubectlNHC, "kubectl-nhc", "bin/kubectl-nhc", "the kubectl nhc plugin binary (make build); empty: skip that step")
 	flag.BoolVar(&keep, "keep", false, "keep the cluster and the operator running at the end, until Ctrl-C, to explore with kubectl")
 	flag.Parse()
 	if err := run(*manager, *kubectl); err != nil {
@@ -38,6 +39,9 @@ func main() {
 
 // keep keeps the cluster running at the end.
 var keep bool
+
+// kubectlNHC is the kubectl nhc plugin.
+var kubectlNHC string
 
 func step(format string, args ...any) {
 	fmt.Printf("\n\033[1m==> %s\033[0m\n", fmt.Sprintf(format, args...))
@@ -227,6 +231,15 @@ func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, err
 	}
 	if _, err := k("get", "nhc", "nhc-demo-workers"); err != nil {
 		return err
+	}
+	if kubectlNHC != "" {
+		step("kubectl nhc explain node worker-2 (why, decided with the operator's own code)")
+		cmd := exec.Command(kubectlNHC, "explain", "node", "worker-2", "--kubeconfig", cluster.Kubeconfig) //nolint:gosec // demo
+		out, err := cmd.CombinedOutput()
+		fmt.Print(indent(string(out)))
+		if err != nil {
+			return fmt.Errorf("kubectl nhc explain: %w", err)
+		}
 	}
 	fmt.Println("    The (simulated) remediator reboots worker-2 ...")
 	if err := waitFor(kq, []string{"get", "node", "worker-2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`}, "True"); err != nil {
