@@ -186,6 +186,9 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 	for _, b := range blockers(s, node) {
 		p.line(1, "blocker: %s", b)
 	}
+	for _, ov := range s.Overlaps {
+		p.line(1, "overlap: NodeHealthCheck %s selects %d of the same nodes; the first to take a node's lease remediates it", ov.NHC, ov.Nodes)
+	}
 	for _, c := range s.Stored.Status.Conditions {
 		if c.Status == metav1.ConditionTrue || c.Type == remediationv1alpha1.ConditionTypeUpgradeInProgress && c.Status == metav1.ConditionUnknown {
 			p.line(1, "reported condition %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
@@ -211,9 +214,6 @@ func blockers(s *targets.Snapshot, node *corev1.Node) []string {
 	}
 	if remediationcr.IsControlPlane(node.Labels) {
 		out = append(out, "control-plane node: one at a time across all NodeHealthChecks; on OpenShift the operator also checks the etcd quorum guard before it starts")
-	}
-	for _, o := range s.Overlaps {
-		out = append(out, fmt.Sprintf("NodeHealthCheck %s selects %d of the same nodes: the first to take a node's lease remediates it", o.NHC, o.Nodes))
 	}
 	if b := s.NHC.Spec.RepairBudget; b != nil {
 		out = append(out, fmt.Sprintf("repair budget: %d remediation(s) within %s; counted for this node: %d", b.MaxRemediations, b.Window.Duration, len(s.Input.Nodes[nodeIndex(s, node.Name)].Repairs)))
