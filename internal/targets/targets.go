@@ -83,7 +83,7 @@ type Snapshot struct {
 	Now time.Time
 	// Nodes are the selected nodes, shared with the cache: never modify them (copy one to change it).
 	Nodes []corev1.Node
-	// Overlaps are the other NodeHealthChecks that select some of Nodes.
+	// Overlaps are the other NodeHealthChecks that select some of Nodes (not gathered when Acting).
 	Overlaps []Overlap
 	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
 	// covers (they are left to it).
@@ -135,7 +135,10 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
-	s.Overlaps = Overlaps(stored.Name, nodes, nhcs.Items)
+	if !o.Acting {
+		// Reported in status only; the remediation controller's decisions do not need them.
+		s.Overlaps = Overlaps(stored.Name, nodes, nhcs.Items)
+	}
 	for i := range nodes {
 		if mhc := s.Verdict.CoveredByMachineHealthCheck[nodes[i].Name]; mhc != "" {
 			if s.CoveredBy == nil {
