@@ -3,7 +3,6 @@ package remediation_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,11 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/targets"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // decisions returns the NodeHealthCheck's decision about each node of its pool, by the node's
@@ -37,23 +36,10 @@ func decisions(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, pool
 	}
 }
 
-// gauge returns the value of the metric's series with exactly these labels' values (-1: no series).
-func gauge(metric string, want map[string]string) float64 {
-	families, err := crmetrics.Registry.Gather()
-	Expect(err).NotTo(HaveOccurred())
-	for _, f := range families {
-		if f.GetName() != metric {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if maps.Equal(labels, want) {
-				return m.GetGauge().GetValue()
-			}
-		}
+// gauge returns the value of the metric's series with exactly these labels (-1: no series).
+func gauge(metric string, labels map[string]string) float64 {
+	if m := testutil.Series(metric, labels); m != nil {
+		return m.GetGauge().GetValue()
 	}
 	return -1
 }
