@@ -216,15 +216,17 @@ func blockers(s *targets.Snapshot, node *corev1.Node) []string {
 		out = append(out, "control-plane node: one at a time across all NodeHealthChecks; on OpenShift the operator also checks the etcd quorum guard before it starts")
 	}
 	if b := s.NHC.Spec.RepairBudget; b != nil {
-		out = append(out, fmt.Sprintf("repair budget: %d remediation(s) within %s; counted for this node: %d", b.MaxRemediations, b.Window.Duration, len(s.Input.Nodes[nodeIndex(s, node.Name)].Repairs)))
+		out = append(out, fmt.Sprintf("repair budget: %d remediation(s) within %s; counted for this node: %d", b.MaxRemediations, b.Window.Duration, repairsCounted(s, node.Name)))
 	}
 	return out
 }
 
-func nodeIndex(s *targets.Snapshot, name string) int {
+// repairsCounted is how many of the node's remediations the repair budget counts (0 for a node the
+// NodeHealthCheck no longer selects).
+func repairsCounted(s *targets.Snapshot, name string) int {
 	for i := range s.Input.Nodes {
 		if s.Input.Nodes[i].Name == name {
-			return i
+			return len(s.Input.Nodes[i].Repairs)
 		}
 	}
 	return 0

@@ -2,7 +2,6 @@ package nhc_test
 
 import (
 	"context"
-
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
