@@ -13,12 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
@@ -327,34 +322,4 @@ func StormState(conditions []metav1.Condition) health.StormState {
 		s.CooldownSince = c.LastTransitionTime.Time
 	}
 	return s
-}
-
-// CREvents is the event handler for remediation CRs: a CR that appears or goes reconciles every
-// NodeHealthCheck (first wins and one control-plane node at a time hold across them); a change of
-// a CR reconciles the NodeHealthCheck that controls it.
-func CREvents(c client.Reader) handler.EventHandler {
-	all := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		for _, req := range remediationcr.NHCRequests(ctx, c, nil) {
-			q.Add(req)
-		}
-	}
-	owner := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		if name, _, ok := remediationcr.ControllerNHC(obj); ok {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
-		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			all(ctx, q)
-		},
-		DeleteFunc: func(ctx context.Context, _ event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			all(ctx, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			owner(e.ObjectNew, q)
-		},
-		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			owner(e.Object, q)
-		},
-	}
 }

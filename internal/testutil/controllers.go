@@ -45,10 +45,6 @@ type ControllerEnv struct {
 	counter atomic.Int64
 }
 
-// PokeNode is a node no NodeHealthCheck of the helpers selects; changing its labels makes every
-// NodeHealthCheck reconcile, as any node change does. Specs poke after stepping the clock.
-const PokeNode = "poke"
-
 // GroupLabel labels the nodes of one spec, so each NodeHealthCheck selects only its own.
 const GroupLabel = "test.medik8s.io/group"
 
@@ -116,7 +112,6 @@ func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), se
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	go collectGarbage(ctx, e.K8s, 200*time.Millisecond)
-	Expect(e.K8s.Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: PokeNode}})).To(Succeed())
 	return e
 }
 
@@ -136,15 +131,18 @@ func (e *ControllerEnv) Unique(prefix string) string {
 	return fmt.Sprintf("%s-%d", prefix, e.counter.Add(1))
 }
 
-// Poke makes every NodeHealthCheck reconcile.
+// Poke makes every NodeHealthCheck reconcile in both controllers: it annotates each (a node event
+// reconciles only the NodeHealthChecks that select the node). Specs poke after stepping the clock.
 func (e *ControllerEnv) Poke(ctx context.Context) {
-	n := &corev1.Node{}
-	Expect(e.K8s.Get(ctx, client.ObjectKey{Name: PokeNode}, n)).To(Succeed())
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(remediationv1alpha1.GroupVersion.WithKind("NodeHealthCheckList"))
+	Expect(e.K8s.List(ctx, list)).To(Succeed())
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{"test.medik8s.io/poked":"%d"}}}`, time.Now().UnixNano()))
+	for i := range list.Items {
+		nhc := &list.Items[i]
+		nhc.SetGroupVersionKind(remediationv1alpha1.GroupVersion.WithKind("NodeHealthCheck"))
+		Expect(client.IgnoreNotFound(e.K8s.Patch(ctx, nhc, patch))).To(Succeed())
 	}
-	n.Labels["poke"] = fmt.Sprint(time.Now().UnixNano())
-	Expect(e.K8s.Update(ctx, n)).To(Succeed())
 }
 
 // Step advances the fake clock and makes the controllers look again.

@@ -226,8 +226,7 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// build creates the world: templates, nodes, NodeHealthChecks, the poke node and the recorder's
-// markers.
+// build creates the world: templates, nodes, NodeHealthChecks and the recorder's markers.
 func (w *world) build(ctx context.Context) error {
 	if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: markerNS}}); err != nil {
 		return err
@@ -246,9 +245,6 @@ func (w *world) build(ctx context.Context) error {
 		if err := w.k8s.Create(ctx, t); err != nil {
 			return err
 		}
-	}
-	if err := w.k8s.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: pokeNode}}); err != nil {
-		return err
 	}
 	for _, name := range w.cur.nodeNames() {
 		if err := w.createNode(ctx, w.cur.Nodes[name]); err != nil {

@@ -21,10 +21,6 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
-// pokeNode is selected by no NodeHealthCheck; changing its labels makes the nhc controller
-// reconcile every NodeHealthCheck, as any node change does.
-const pokeNode = "poke"
-
 // world is the driver: the model, the API (an uncached client), the managers, the fault injector,
 // the CR recorder and the checker.
 type world struct {
@@ -172,14 +168,11 @@ func (w *world) patchNHC(ctx context.Context, name string, patch map[string]any)
 	return nil
 }
 
-// poke makes the nhc controller reconcile every NodeHealthCheck, and touching them makes the
-// remediation controller do so: after the fake clock moved, deadlines that passed are noticed
-// (requeues wait in real time).
+// poke makes both controllers reconcile every NodeHealthCheck (each reconciles one whose
+// annotations changed): after the fake clock moved, deadlines that passed are noticed (requeues
+// wait in real time).
 func (w *world) poke(ctx context.Context) error {
 	w.poked = true
-	if err := w.patchNode(ctx, pokeNode, false, map[string]any{"metadata": map[string]any{"labels": map[string]any{"poke": fmt.Sprint(time.Now().UnixNano())}}}); err != nil {
-		return err
-	}
 	for _, name := range w.cur.nhcNames() {
 		if err := w.patchNHC(ctx, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{"chaos.medik8s.io/touched": fmt.Sprint(time.Now().UnixNano())}}}); err != nil {
 			return fmt.Errorf("touching %s: %w", name, err)

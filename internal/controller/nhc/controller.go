@@ -97,13 +97,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
+	affected := targets.NewAffected(r.Client)
 	c, err := b.
 		Named(ControllerName).
-		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A new spec, or new annotations: annotating a NodeHealthCheck makes it look again at once
+		// (as after a change the operator cannot watch); its own status writes do not.
+		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		// Another NodeHealthCheck created, deleted or with a new spec may begin or end to select the
 		// same nodes as this one (the SelectorOverlap condition).
 		Watches(&remediationv1alpha1.NodeHealthCheck{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(NodeChangePredicate())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(affected.NodeMap), builder.WithPredicates(NodeChangePredicate())).
 		// Updates too: a new CRD is served only once it is established, an update of its status
 		// that the metadata does not show, and a moment after that (crdSettle). CRDs change rarely;
 		// each change is two passes over all NodeHealthChecks.
@@ -119,7 +122,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
 	r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
-			return r.watcher.Ensure(gvk, targets.CREvents(r.Client))
+			return r.watcher.Ensure(gvk, affected.CREvents())
 		}}
 	if r.Templates != nil {
 		r.targets.Access = r.Templates

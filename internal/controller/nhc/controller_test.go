@@ -12,10 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -248,9 +250,10 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(st.LastUpdateTime).NotTo(BeNil())
 		Expect(listed(st)).To(BeEmpty(), "the node is due in 3 minutes, not yet")
 
+		// Pokes annotate the NodeHealthCheck (new resourceVersions): its status is what must stay.
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
-		rv := got.ResourceVersion
+		before := got.Status.DeepCopy()
 		poke(ctx)
 		poke(ctx)
 		// A change of a selected node that alters no status: an empty exclusion label is ignored, and
@@ -259,10 +262,10 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		healthy.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
 		Expect(e.K8s.Update(ctx, healthy)).To(Succeed())
 		Eventually(events(ctx, healthy.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
-		Consistently(func() string {
+		Consistently(func() *remediationv1alpha1.NodeHealthCheckStatus {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
-			return got.ResourceVersion
-		}).WithTimeout(time.Second).Should(Equal(rv), "a reconcile that changes nothing must not write")
+			return &got.Status
+		}).WithTimeout(time.Second).Should(Equal(before), "a reconcile that changes nothing must not write")
 
 		res, err := reconciler.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred())
@@ -283,3 +286,68 @@ func disabledCondition(ctx SpecContext, n *remediationv1alpha1.NodeHealthCheck) 
 func beDisabledFor(reason string) OmegaMatcher {
 	return PointTo(MatchFields(IgnoreExtras, Fields{"Status": Equal(metav1.ConditionTrue), "Reason": Equal(reason)}))
 }
+
+// reconciles is how many times the nhc controller reconciled so far, every result counted.
+func reconciles() float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == nhc.ControllerName {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
+}
+
+// settledReconciles waits until the nhc controller has not reconciled for half a second, and returns
+// its reconcile count.
+func settledReconciles() float64 {
+	var settled float64
+	Eventually(func() bool {
+		before := reconciles()
+		time.Sleep(500 * time.Millisecond)
+		settled = reconciles()
+		return settled == before
+	}).WithTimeout(30*time.Second).Should(BeTrue(), "the nhc controller keeps reconciling")
+	return settled
+}
+
+var _ = Describe("Node events", func() {
+	It("reconcile the NodeHealthChecks that select the node, and every one for a control-plane node", func(ctx SpecContext) {
+		const others = 10
+		for range others {
+			newNHC(ctx, unique("elsewhere")) // selects no node of this spec
+		}
+		group := unique("g")
+		node := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := newNHC(ctx, group)
+		Eventually(status(ctx, n)).Should(counts(1, 1))
+		all := &remediationv1alpha1.NodeHealthCheckList{}
+		Expect(e.K8s.List(ctx, all)).To(Succeed())
+
+		before := settledReconciles()
+		// A change that alters no status, but shows in an event that n reconciled.
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+		node.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
+		Expect(e.K8s.Update(ctx, node)).To(Succeed())
+		Eventually(events(ctx, node.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+		// n once or twice (the old and the new node each map to it); a stray requeue of an earlier
+		// spec's NodeHealthCheck at most, never the others (every one, 1+10 at least, before).
+		Expect(settledReconciles() - before).To(BeNumerically("<", 5))
+
+		before = settledReconciles()
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+		node.Labels[remediationcr.ControlPlaneRoleLabel] = ""
+		Expect(e.K8s.Update(ctx, node)).To(Succeed())
+		Eventually(reconciles).Should(BeNumerically(">=", before+float64(len(all.Items))),
+			"a control-plane node may be remediated elsewhere, which every NodeHealthCheck's decision reads")
+	})
+})

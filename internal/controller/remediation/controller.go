@@ -130,9 +130,11 @@ type Reconciler struct {
 	ReturnGrace time.Duration
 
 	watcher *dynamicwatch.Watcher
-	once    sync.Once
-	targets *targets.Gatherer
-	retries workqueue.TypedRateLimiter[reconcile.Request]
+	// affected maps node and CR events to the NodeHealthChecks they concern.
+	affected *targets.Affected
+	once     sync.Once
+	targets  *targets.Gatherer
+	retries  workqueue.TypedRateLimiter[reconcile.Request]
 	// reported remembers skips and refusals already reported, so each is reported once (again after
 	// a restart at most).
 	reported sync.Map
@@ -148,6 +150,7 @@ type Reconciler struct {
 // is a hint to look, never an order), Nodes (the same changes the nhc controller sees), the upgrade
 // gate and, added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.affected = targets.NewAffected(r.Client)
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
@@ -155,7 +158,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(nhc.NodeChangePredicate())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.affected.NodeMap), builder.WithPredicates(nhc.NodeChangePredicate())).
 		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout, MaxConcurrentReconciles: concurrentReconciles}).
 		Build(r)
 	if err != nil {
@@ -179,7 +182,7 @@ func (r *Reconciler) init() {
 		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace}
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
-				return r.watcher.Ensure(gvk, targets.CREvents(r.Client))
+				return r.watcher.Ensure(gvk, r.affected.CREvents())
 			}
 		}
 		if r.Templates != nil {
