@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -48,12 +48,12 @@ func TestAffected(t *testing.T) {
 		return metav1.LabelSelector{MatchLabels: map[string]string{"pool": p}}
 	}
 	workerB := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-b", Labels: map[string]string{"pool": "b"}}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
-		nhc("pool-a", pool("a")), nhc("pool-b", pool("b")), nhc("everything", metav1.LabelSelector{}),
-		nhc("invalid", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: "Near"}}}),
-		workerB,
-	).Build()
-	a := NewAffected(c)
+	a := NewAffected(fake.NewClientBuilder().WithScheme(scheme).WithObjects(workerB).Build())
+	informer := a.handler()
+	for _, h := range []*remediationv1alpha1.NodeHealthCheck{nhc("pool-a", pool("a")), nhc("pool-b", pool("b")), nhc("everything", metav1.LabelSelector{}),
+		nhc("invalid", metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "pool", Operator: "Near"}}})} {
+		informer.OnAdd(h, true)
+	}
 	all := []string{"everything", "invalid", "pool-a", "pool-b"}
 	expect := func(what string, got []reconcile.Request, want ...string) {
 		t.Helper()
@@ -62,31 +62,28 @@ func TestAffected(t *testing.T) {
 		}
 	}
 
-	expect("a pool-a worker", a.ByNode(ctx, map[string]string{"pool": "a"}), "everything", "invalid", "pool-a")
-	expect("an unlabelled node", a.ByNode(ctx, nil), "everything", "invalid")
-	expect("a control-plane node in no pool", a.ByNode(ctx, map[string]string{remediationcr.ControlPlaneRoleLabel: ""}), all...)
-	expect("a master node", a.ByNode(ctx, map[string]string{remediationcr.MasterRoleLabel: "", "pool": "a"}), all...)
+	expect("a pool-a worker", a.ByNode(map[string]string{"pool": "a"}), "everything", "invalid", "pool-a")
+	expect("an unlabelled node", a.ByNode(nil), "everything", "invalid")
+	expect("a control-plane node in no pool", a.ByNode(map[string]string{remediationcr.ControlPlaneRoleLabel: ""}), all...)
+	expect("a master node", a.ByNode(map[string]string{remediationcr.MasterRoleLabel: "", "pool": "a"}), all...)
+	expect("a node event", a.NodeMap(ctx, workerB), "everything", "invalid", "pool-b")
 
-	// A new spec (generation) is parsed again.
-	moved := &remediationv1alpha1.NodeHealthCheck{}
-	if err := c.Get(ctx, client.ObjectKey{Name: "pool-a"}, moved); err != nil {
-		t.Fatal(err)
-	}
-	moved.Spec.Selector, moved.Generation = pool("c"), 2
-	if err := c.Update(ctx, moved); err != nil {
-		t.Fatal(err)
-	}
-	expect("a pool-a worker after pool-a moved to pool c", a.ByNode(ctx, map[string]string{"pool": "a"}), "everything", "invalid")
-	expect("a pool-c worker", a.ByNode(ctx, map[string]string{"pool": "c"}), "everything", "invalid", "pool-a")
+	// A new spec (generation) is parsed again; a status update (same generation) is not.
+	moved := nhc("pool-a", pool("c"))
+	moved.Generation = 2
+	informer.OnUpdate(nhc("pool-a", pool("a")), moved)
+	expect("a pool-a worker after pool-a moved to pool c", a.ByNode(map[string]string{"pool": "a"}), "everything", "invalid")
+	expect("a pool-c worker", a.ByNode(map[string]string{"pool": "c"}), "everything", "invalid", "pool-a")
+	sameGeneration := nhc("pool-a", pool("d"))
+	sameGeneration.Generation = 2
+	informer.OnUpdate(moved, sameGeneration)
+	expect("a pool-c worker after a status update", a.ByNode(map[string]string{"pool": "c"}), "everything", "invalid", "pool-a")
 
-	// The selectors of deleted NodeHealthChecks are forgotten.
-	if err := c.Delete(ctx, nhc("invalid", metav1.LabelSelector{})); err != nil {
-		t.Fatal(err)
-	}
-	expect("after invalid was deleted", a.ByNode(ctx, nil), "everything")
-	if _, kept := a.selectors["uid-invalid"]; kept || len(a.selectors) != 3 {
-		t.Errorf("selectors kept: %v, want the 3 NodeHealthChecks left", a.selectors)
-	}
+	// Deleted NodeHealthChecks are forgotten, also when the informer missed the deletion.
+	informer.OnDelete(nhc("pool-b", pool("b")))
+	informer.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "invalid", Obj: nhc("invalid", metav1.LabelSelector{})})
+	expect("after pool-b and invalid were deleted", a.ByNode(map[string]string{"pool": "b"}), "everything")
+	informer.OnAdd(nhc("pool-b", pool("b")), false)
 
 	cr := func(node, owner string, labels map[string]string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}

@@ -97,7 +97,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
-	affected := targets.NewAffected(r.Client)
+	affected, err := targets.AffectedFor(mgr)
+	if err != nil {
+		return err
+	}
 	c, err := b.
 		Named(ControllerName).
 		// A new spec, or new annotations: annotating a NodeHealthCheck makes it look again at once
@@ -201,12 +204,18 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
 	return nil
 }
 
+// awaitMaxStarts is how many nodes starting at once the status write still waits for (awaitStarts).
+const awaitMaxStarts = 3
+
 // awaitStarts returns how long the status write waits for the first CRs of the nodes whose
 // remediation starts now (zero: write now). Each such node waits at most StartWait from when this
 // controller first saw it starting: the remediation controller, deciding from the same cache at the
 // same deadline, creates the CR at once, and the status then lists the node with it in one write
 // instead of listing it first without. Issue 15 counts the requests a failure costs; the status of
-// a node the remediation controller holds back comes StartWait late.
+// a node the remediation controller holds back comes StartWait late. The wait saves one status
+// write per NodeHealthCheck, whatever the number of nodes: with more than awaitMaxStarts starting
+// at once (a mass failure, where the API server may take seconds for their CRs) that write costs
+// each node little, and the status lists them at once.
 func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
 	if r.StartWait <= 0 || snap.DryRun() { // dry-run: no CR comes
 		return 0
@@ -232,7 +241,7 @@ func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
 		// The node waiting longest bounds the wait of all: new starts do not hold it back longer.
 		wait = min(wait, since.Add(r.StartWait).Sub(wallNow))
 	}
-	if len(pending) == 0 {
+	if len(pending) == 0 || len(pending) > awaitMaxStarts {
 		delete(r.starting, name)
 		return 0
 	}

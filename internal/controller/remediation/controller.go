@@ -150,7 +150,10 @@ type Reconciler struct {
 // is a hint to look, never an order), Nodes (the same changes the nhc controller sees), the upgrade
 // gate and, added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	r.affected = targets.NewAffected(r.Client)
+	var err error
+	if r.affected, err = targets.AffectedFor(mgr); err != nil {
+		return err
+	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
