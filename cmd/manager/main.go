@@ -212,6 +212,7 @@ func main() {
 
 func run(o *options) error {
 	log := ctrl.Log.WithName("setup")
+	log.Info("Garbage collection", "GOGC", applyGCDefault(os.LookupEnv))
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

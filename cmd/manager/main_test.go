@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -161,5 +162,25 @@ func TestSelfTestFlags(t *testing.T) {
 	}
 	if _, _, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"extra"}); err == nil {
 		t.Error("an extra argument was accepted")
+	}
+}
+
+func TestGCDefault(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	unset := func(string) (string, bool) { return "", false }
+	if got := applyGCDefault(unset); got != defaultGCPercent {
+		t.Errorf("GOGC unset: reported %d, want %d", got, defaultGCPercent)
+	}
+	if now := debug.SetGCPercent(100); now != defaultGCPercent {
+		t.Errorf("GOGC unset: the runtime collects at %d, want %d", now, defaultGCPercent)
+	}
+	debug.SetGCPercent(200) // as GOGC=200 would have set it at start
+	set := func(string) (string, bool) { return "200", true }
+	if got := applyGCDefault(set); got != 200 {
+		t.Errorf("GOGC=200: reported %d, want 200", got)
+	}
+	if now := debug.SetGCPercent(100); now != 200 {
+		t.Errorf("GOGC=200: the runtime collects at %d, want the environment's 200 untouched", now)
 	}
 }

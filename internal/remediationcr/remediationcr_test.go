@@ -166,3 +166,47 @@ func TestBuildForLongNodeNames(t *testing.T) {
 		t.Fatalf("prefix %q", p)
 	}
 }
+
+// The in-place readers of unstructured CRs answer as the copying getters do.
+func TestInPlaceReadersAgreeWithGetters(t *testing.T) {
+	built, err := Build(metal3Template(), owner(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{ControlPlaneRoleLabel: ""}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := built.DeepCopy()
+	other.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta1", Kind: "Machine", Name: "m", UID: "uid-m"}})
+	other.SetAnnotations(nil)
+	other.SetLabels(map[string]string{"a": "b"})
+	broken := built.DeepCopy()
+	broken.Object["metadata"].(map[string]any)["annotations"] = "not a map"
+	broken.Object["metadata"].(map[string]any)["ownerReferences"] = []any{"not a map"}
+	for _, cr := range []*unstructured.Unstructured{built, other, broken, {Object: map[string]any{}}} {
+		typed := &metav1.ObjectMeta{Labels: cr.GetLabels(), Annotations: cr.GetAnnotations(), OwnerReferences: cr.GetOwnerReferences(), Name: cr.GetName()}
+		for _, key := range []string{remediationv1alpha1.NodeNameAnnotation, remediationv1alpha1.TemplateNameAnnotation, "missing"} {
+			v, ok := Annotation(cr, key)
+			if want, wantOK := cr.GetAnnotations()[key]; v != want || ok != wantOK {
+				t.Errorf("Annotation(%q) = %q, %v; GetAnnotations has %q, %v", key, v, ok, want, wantOK)
+			}
+			if tv, tok := Annotation(typed, key); tv != v || tok != ok {
+				t.Errorf("Annotation(%q) of the typed object = %q, %v; of the unstructured %q, %v", key, tv, tok, v, ok)
+			}
+		}
+		for _, key := range []string{remediationv1alpha1.ControlPlaneCRLabel, "a", "missing"} {
+			v, ok := Label(cr, key)
+			if want, wantOK := cr.GetLabels()[key]; v != want || ok != wantOK {
+				t.Errorf("Label(%q) = %q, %v; GetLabels has %q, %v", key, v, ok, want, wantOK)
+			}
+		}
+		name, uid, ok := ControllerNHC(cr)
+		tname, tuid, tok := ControllerNHC(typed)
+		if name != tname || uid != tuid || ok != tok {
+			t.Errorf("ControllerNHC = %q %q %v in place, %q %q %v from GetOwnerReferences", name, uid, ok, tname, tuid, tok)
+		}
+	}
+	if name, uid, ok := ControllerNHC(built); name != "nhc" || uid != "uid-1" || !ok {
+		t.Errorf("ControllerNHC(built) = %q %q %v, want nhc uid-1", name, uid, ok)
+	}
+	if _, ok := Label(built, remediationv1alpha1.ControlPlaneCRLabel); !ok {
+		t.Error("a control-plane node's CR has no isControlPlaneNode label")
+	}
+}

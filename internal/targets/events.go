@@ -147,7 +147,7 @@ func (a *Affected) NodeMap(_ context.Context, obj client.Object) []reconcile.Req
 // own, those that select its node, and every one when the CR or its node is a control-plane node's
 // or the node is not in the cache (gone: what it was is not known).
 func (a *Affected) ByCR(ctx context.Context, cr client.Object) []reconcile.Request {
-	if _, cp := cr.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]; cp {
+	if _, cp := remediationcr.Label(cr, remediationv1alpha1.ControlPlaneCRLabel); cp {
 		return a.all()
 	}
 	node := &corev1.Node{}

@@ -158,7 +158,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	for _, cr := range all {
 		name, uid, _ := remediationcr.ControllerNHC(&cr)
 		node := remediationcr.NodeName(&cr)
-		if _, cp := cr.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]; cp {
+		if _, cp := remediationcr.Label(&cr, remediationv1alpha1.ControlPlaneCRLabel); cp {
 			labelledControlPlane[node] = true
 		}
 		if uid == stored.UID {
