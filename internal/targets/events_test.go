@@ -8,11 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -66,7 +69,6 @@ func TestAffected(t *testing.T) {
 	expect("an unlabelled node", a.ByNode(nil), "everything", "invalid")
 	expect("a control-plane node in no pool", a.ByNode(map[string]string{remediationcr.ControlPlaneRoleLabel: ""}), all...)
 	expect("a master node", a.ByNode(map[string]string{remediationcr.MasterRoleLabel: "", "pool": "a"}), all...)
-	expect("a node event", a.NodeMap(ctx, workerB), "everything", "invalid", "pool-b")
 
 	// A new spec (generation) is parsed again; a status update (same generation) is not.
 	moved := nhc("pool-a", pool("c"))
@@ -99,4 +101,91 @@ func TestAffected(t *testing.T) {
 	expect("a CR of a pool-b worker, owned by everything", a.ByCR(ctx, cr("worker-b", "everything", nil)), "everything", "pool-b")
 	expect("a CR of a node that is gone", a.ByCR(ctx, cr("gone", "everything", nil)), all...)
 	expect("a control-plane node's CR", a.ByCR(ctx, cr("worker-b", "everything", map[string]string{remediationv1alpha1.ControlPlaneCRLabel: ""})), all...)
+}
+
+func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
+	ctx := context.Background()
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	node := func(name, pool string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": pool}}}
+	}
+	for _, n := range []*corev1.Node{node("a2", "a"), node("a1", "a"), node("b1", "b")} {
+		if err := store.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := NewAffected(nil)
+	a.nodes = store
+	events := a.NodeEvents()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	selA, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}})
+	selected := func(generation int64, sel labels.Selector) []string {
+		t.Helper()
+		nodes, ok := a.Selected("pool-a", generation, sel)
+		if !ok {
+			t.Fatal("Selected cannot tell with a node store")
+		}
+		var out []string
+		for _, n := range nodes {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	expect := func(what string, got []string, want ...string) {
+		t.Helper()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", what, got, want)
+		}
+	}
+	expect("built from the store, sorted", selected(1, selA), "a1", "a2")
+	if n, _, _ := store.GetByKey("a1"); n.(*corev1.Node) != mustSelected(t, a, selA)[0] {
+		t.Error("Selected copies the store's nodes; it should share them")
+	}
+
+	// b1 joins pool a: the store changes first, then the event arrives.
+	joined := node("b1", "a")
+	_ = store.Update(joined)
+	expect("before the event", selected(1, selA), "a1", "a2")
+	events.Update(ctx, event.UpdateEvent{ObjectOld: node("b1", "b"), ObjectNew: joined}, q)
+	expect("after the event", selected(1, selA), "a1", "a2", "b1")
+
+	// a2 leaves: not counted from the moment the store shows it, event or not.
+	left := node("a2", "c")
+	_ = store.Update(left)
+	expect("a node whose labels left the selector in the store", selected(1, selA), "a1", "b1")
+	events.Update(ctx, event.UpdateEvent{ObjectOld: node("a2", "a"), ObjectNew: left}, q)
+	expect("after its event", selected(1, selA), "a1", "b1")
+
+	// a1 is deleted.
+	_ = store.Delete(node("a1", "a"))
+	events.Delete(ctx, event.DeleteEvent{Object: node("a1", "a")}, q)
+	expect("after a deletion", selected(1, selA), "b1")
+	events.Create(ctx, event.CreateEvent{Object: node("a1", "a")}, q)
+	expect("a node the store does not hold is not returned", selected(1, selA), "b1")
+	_ = store.Add(node("a1", "a"))
+	expect("once the store holds it", selected(1, selA), "a1", "b1")
+
+	// A new generation's selector is built again from the store.
+	selC, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "c"}})
+	expect("a new selector", selected(2, selC), "a2")
+
+	// A deleted NodeHealthCheck's membership is dropped; without a store Selected cannot tell.
+	gone := selecting("pool-a", metav1.LabelSelector{})
+	a.handler().OnDelete(&gone)
+	if len(a.members) != 0 {
+		t.Errorf("memberships left after the NodeHealthCheck was deleted: %v", a.members)
+	}
+	if _, ok := NewAffected(nil).Selected("pool-a", 1, selA); ok {
+		t.Error("Selected without a node store claims to know")
+	}
+}
+
+func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node {
+	t.Helper()
+	nodes, _ := a.Selected("pool-a", 1, sel)
+	if len(nodes) == 0 {
+		t.Fatal("nothing selected")
+	}
+	return nodes
 }

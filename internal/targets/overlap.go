@@ -26,7 +26,7 @@ type Overlap struct {
 // node both select stays "first wins": the one that takes the node's lease first; the other holds
 // back while the lease is held. An invalid selector selects nothing here (the webhook refuses it, the
 // controller reports it).
-func Overlaps(self string, nodes []corev1.Node, others []remediationv1alpha1.NodeHealthCheck) []Overlap {
+func Overlaps(self string, nodes []*corev1.Node, others []remediationv1alpha1.NodeHealthCheck) []Overlap {
 	var out []Overlap
 	for i := range others {
 		o := &others[i]

@@ -17,7 +17,7 @@ func selecting(name string, sel metav1.LabelSelector) remediationv1alpha1.NodeHe
 }
 
 func TestOverlaps(t *testing.T) {
-	nodes := []corev1.Node{
+	nodes := []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "w1", Labels: map[string]string{"pool": "a", "zone": "1"}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "w2", Labels: map[string]string{"pool": "a", "zone": "2"}}},
 	}

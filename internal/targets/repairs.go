@@ -72,12 +72,12 @@ func (s *Snapshot) runningSince(node string) (time.Time, bool) {
 // precision (whole seconds), as read back.
 func (s *Snapshot) RepairHistory() []remediationv1alpha1.NodeRemediationHistory {
 	var out []remediationv1alpha1.NodeRemediationHistory
-	for i := range s.Nodes {
-		starts := s.repairs[s.Nodes[i].Name]
+	for _, n := range s.Nodes {
+		starts := s.repairs[n.Name]
 		if len(starts) == 0 {
 			continue
 		}
-		h := remediationv1alpha1.NodeRemediationHistory{Name: s.Nodes[i].Name}
+		h := remediationv1alpha1.NodeRemediationHistory{Name: n.Name}
 		for _, t := range starts {
 			h.Started = append(h.Started, metav1.Time{Time: t.Truncate(time.Second)})
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,9 @@ type Gatherer struct {
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
 	ReturnGrace time.Duration
+	// Nodes, when set, finds the selected nodes without listing every node (Affected); nil: they are
+	// listed from Reader.
+	Nodes NodeSource
 	// Access tells which remediation kinds may be watched; nil: every kind.
 	Access AccessChecker
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
@@ -76,8 +80,9 @@ type Snapshot struct {
 	Stored, NHC *remediationv1alpha1.NodeHealthCheck
 	// Now is when the snapshot was taken.
 	Now time.Time
-	// Nodes are the selected nodes, shared with the cache: never modify them (copy one to change it).
-	Nodes []corev1.Node
+	// Nodes are the selected nodes, sorted by name, shared with the cache: never modify them (copy
+	// one to change it).
+	Nodes []*corev1.Node
 	// Overlaps are the other NodeHealthChecks that select some of Nodes (not gathered when Acting).
 	Overlaps []Overlap
 	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
@@ -121,7 +126,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
 
-	nodes, err := selectedNodes(ctx, g.Reader, &s.NHC.Spec.Selector)
+	nodes, err := g.selectedNodes(ctx, s.NHC)
 	if err != nil {
 		return nil, err
 	}
@@ -134,8 +139,8 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		// Reported in status only; the remediation controller's decisions do not need them.
 		s.Overlaps = Overlaps(stored.Name, nodes, nhcs.Items)
 	}
-	for i := range nodes {
-		if mhc := s.Verdict.CoveredByMachineHealthCheck[nodes[i].Name]; mhc != "" {
+	for _, n := range nodes {
+		if mhc := s.Verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {
 			if s.CoveredBy == nil {
 				s.CoveredBy = map[string]int{}
 			}
@@ -199,8 +204,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	}
 	in.RepairBudget = repairBudget(&s.NHC.Spec)
 	s.repairs = map[string][]time.Time{}
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range nodes {
 		if in.RepairBudget != nil {
 			s.repairs[n.Name] = s.repairStarts(n)
 		}
@@ -245,12 +249,11 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 
 // SelectedNode returns the selected node of that name, as read.
 func (s *Snapshot) SelectedNode(name string) (*corev1.Node, bool) {
-	for i := range s.Nodes {
-		if s.Nodes[i].Name == name {
-			return &s.Nodes[i], true
-		}
+	i, found := slices.BinarySearchFunc(s.Nodes, name, func(n *corev1.Node, name string) int { return strings.Compare(n.Name, name) })
+	if !found {
+		return nil, false
 	}
-	return nil, false
+	return s.Nodes[i], true
 }
 
 // Next is the earliest time the snapshot's decision changes on its own: a node's condition

@@ -3,6 +3,8 @@ package targets
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,17 +72,26 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 	return nil, nil
 }
 
-// selectedNodes lists the nodes the selector selects, as the cache holds them: read only (a
-// reconcile reads its pool's nodes, and copying them for each decision was most of the garbage
-// in the scale benchmark's outage).
-func selectedNodes(ctx context.Context, c client.Reader, selector *metav1.LabelSelector) ([]corev1.Node, error) {
-	sel, err := metav1.LabelSelectorAsSelector(selector)
+// selectedNodes returns the nodes the NodeHealthCheck's selector selects, sorted by name: from
+// the NodeSource when there is one (the cache's own objects), else listed from c. Read only.
+func (g *Gatherer) selectedNodes(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]*corev1.Node, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&nhc.Spec.Selector)
 	if err != nil {
 		return nil, fmt.Errorf("parsing selector: %w", err)
 	}
+	if g.Nodes != nil {
+		if nodes, ok := g.Nodes.Selected(nhc.Name, nhc.Generation, sel); ok {
+			return nodes, nil
+		}
+	}
 	list := &corev1.NodeList{}
-	if err := c.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := g.Reader.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes: %w", err)
 	}
-	return list.Items, nil
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes, nil
 }

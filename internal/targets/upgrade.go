@@ -18,7 +18,7 @@ import (
 // selected nodes (when that detector is on) and, on OpenShift, a MachineConfig update of a node
 // about to be remediated (unhealthy, without a remediation yet). The gate remembers when this
 // NodeHealthCheck first saw each node-level signal, for the maximum pause.
-func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []corev1.Node,
+func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, nodes []*corev1.Node,
 	crs map[string][]unstructured.Unstructured, conditions []remediationv1alpha1.UnhealthyCondition, maxPause time.Duration, now time.Time) upgrade.Outcome {
 	var node []upgrade.Signal
 	if v.NodeRollout {
@@ -27,8 +27,7 @@ func upgradeOutcome(gate *upgrade.Gate, stored *remediationv1alpha1.NodeHealthCh
 		}
 	}
 	if v.OpenShift {
-		for i := range nodes {
-			n := &nodes[i]
+		for _, n := range nodes {
 			if len(crs[n.Name]) > 0 {
 				continue
 			}

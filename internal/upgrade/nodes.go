@@ -30,11 +30,10 @@ const maxNamedNodes = 3
 // RollingUpgrade returns the node rolling-upgrade signal when the nodes run kubelets of at least two
 // minor versions and at least one of them is cordoned: the pattern of a node-by-node upgrade (drain,
 // upgrade, uncordon). Kubelet versions that do not parse are ignored.
-func RollingUpgrade(nodes []corev1.Node) *Signal {
+func RollingUpgrade(nodes []*corev1.Node) *Signal {
 	count := map[string]int{}
 	var cordoned []string
-	for i := range nodes {
-		n := &nodes[i]
+	for _, n := range nodes {
 		if v, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
 			count[fmt.Sprintf("%d.%d", v.Major(), v.Minor())]++
 		}

@@ -109,7 +109,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Another NodeHealthCheck created, deleted or with a new spec may begin or end to select the
 		// same nodes as this one (the SelectorOverlap condition).
 		Watches(&remediationv1alpha1.NodeHealthCheck{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(affected.NodeMap), builder.WithPredicates(NodeChangePredicate())).
+		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(NodeChangePredicate())).
 		// Updates too: a new CRD is served only once it is established, an update of its status
 		// that the metadata does not show, and a moment after that (crdSettle). CRDs change rarely;
 		// each change is two passes over all NodeHealthChecks.
@@ -123,7 +123,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
-	r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		}}
@@ -347,8 +347,7 @@ func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1a
 // label with an empty value: a likely mistake (kubectl label node x key=), which does not exclude
 // the node.
 func (r *Reconciler) warnEmptyExclusionLabels(snap *targets.Snapshot) {
-	for i := range snap.Nodes {
-		n := &snap.Nodes[i]
+	for _, n := range snap.Nodes {
 		value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]
 		key := n.Name + "/" + snap.Stored.Name
 		if !ok || value != "" {

@@ -161,7 +161,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.affected.NodeMap), builder.WithPredicates(nhc.NodeChangePredicate())).
+		Watches(&corev1.Node{}, r.affected.NodeEvents(), builder.WithPredicates(nhc.NodeChangePredicate())).
 		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout, MaxConcurrentReconciles: concurrentReconciles}).
 		Build(r)
 	if err != nil {
@@ -183,6 +183,9 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace}
+		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
+			r.targets.Nodes = r.affected
+		}
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
 				return r.watcher.Ensure(gvk, r.affected.CREvents())

@@ -326,7 +326,11 @@ func overlapWarnings(ctx context.Context, c client.Reader, nhc *remediationv1alp
 		return nil
 	}
 	var warnings admission.Warnings
-	overlaps := targets.Overlaps(nhc.Name, nodes.Items, others.Items)
+	selected := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		selected[i] = &nodes.Items[i]
+	}
+	overlaps := targets.Overlaps(nhc.Name, selected, others.Items)
 	for _, o := range overlaps[:min(len(overlaps), maxOverlapWarnings)] {
 		warnings = append(warnings, fmt.Sprintf("spec.selector: NodeHealthCheck %s selects %d of the %d node(s) this one selects; "+
 			"a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile", o.NHC, o.Nodes, len(nodes.Items)))
