@@ -59,8 +59,11 @@ type membership struct {
 	nodes      map[string]struct{}
 }
 
-// NodeSource finds the nodes a NodeHealthCheck selects.
+// NodeSource finds the nodes a NodeHealthCheck selects, and nodes by name.
 type NodeSource interface {
+	// Node returns the named node as the cache holds it (read only), whether it exists, and false
+	// when it cannot tell.
+	Node(name string) (node *corev1.Node, exists, known bool)
 	// Selected returns the nodes that sel, the selector of the named NodeHealthCheck at that
 	// generation, selects, sorted by name and shared with the cache (read only); false when it
 	// cannot tell (the caller lists them).
@@ -212,6 +215,19 @@ func (a *Affected) nodeChanged(name string, nodeLabels map[string]string) {
 			delete(m.nodes, name)
 		}
 	}
+}
+
+// Node implements NodeSource from the node informer's store.
+func (a *Affected) Node(name string) (*corev1.Node, bool, bool) {
+	if a.nodes == nil {
+		return nil, false, false
+	}
+	obj, exists, err := a.nodes.GetByKey(name)
+	if err != nil {
+		return nil, false, false
+	}
+	n, ok := obj.(*corev1.Node)
+	return n, exists && ok, true
 }
 
 // Selected implements NodeSource from the node informer's store. A NodeHealthCheck's membership is

@@ -176,6 +176,15 @@ func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
 	if len(a.members) != 0 {
 		t.Errorf("memberships left after the NodeHealthCheck was deleted: %v", a.members)
 	}
+	if n, exists, known := a.Node("b1"); !known || !exists || n.Labels["pool"] != "a" {
+		t.Errorf("Node(b1) = %v, %v, %v; want the store's b1", n, exists, known)
+	}
+	if _, exists, known := a.Node("gone"); !known || exists {
+		t.Errorf("Node(gone) exists %v, known %v; want known not to exist", exists, known)
+	}
+	if _, _, known := NewAffected(nil).Node("b1"); known {
+		t.Error("Node without a node store claims to know")
+	}
 	if _, ok := NewAffected(nil).Selected("pool-a", 1, selA); ok {
 		t.Error("Selected without a node store claims to know")
 	}
@@ -188,4 +197,54 @@ func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node
 		t.Fatal("nothing selected")
 	}
 	return nodes
+}
+
+// A control-plane node another NodeHealthCheck remediates (its CR not labelled as a control-plane
+// node's, as a CR created before the label was) is found through the node store as through lists.
+func TestControlPlaneElsewhere(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	nodes := []*corev1.Node{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Labels: map[string]string{remediationcr.ControlPlaneRoleLabel: ""}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{remediationcr.MasterRoleLabel: ""}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
+	}
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	b := fake.NewClientBuilder().WithScheme(scheme)
+	for _, n := range nodes {
+		_ = store.Add(n)
+		b = b.WithObjects(n.DeepCopy())
+	}
+	withStore := NewAffected(nil)
+	withStore.nodes = store
+	reader := b.Build()
+	for _, g := range []*Gatherer{{Reader: reader}, {Reader: reader, Nodes: withStore}} {
+		for _, tt := range []struct {
+			elsewhere, labelled []string
+			orphans             []string
+			want                string
+		}{
+			{elsewhere: []string{"worker-1"}, want: ""},
+			{elsewhere: []string{"worker-1", "master-1"}, want: "master-1"},
+			{elsewhere: []string{"worker-1", "cp-1", "master-1"}, want: "cp-1"},
+			{elsewhere: []string{"gone", "worker-1"}, want: ""},
+			{elsewhere: []string{"worker-1"}, labelled: []string{"worker-1"}, want: "worker-1"},
+			{orphans: []string{"gone"}, labelled: []string{"gone"}, want: "gone"},
+		} {
+			elsewhere, labelled := map[string]string{}, map[string]bool{}
+			for _, n := range tt.elsewhere {
+				elsewhere[n] = "other"
+			}
+			for _, n := range tt.labelled {
+				labelled[n] = true
+			}
+			got, err := g.controlPlaneElsewhere(ctx, elsewhere, labelled, tt.orphans)
+			if err != nil || got != tt.want {
+				t.Errorf("store %v, elsewhere %v, labelled %v: %q, %v; want %q", g.Nodes != nil, tt.elsewhere, tt.labelled, got, err, tt.want)
+			}
+		}
+	}
 }
