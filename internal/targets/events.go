@@ -54,6 +54,7 @@ type Affected struct {
 
 // membership is the names of the nodes a selector selects, kept up to date by node events.
 type membership struct {
+	uid        types.UID
 	generation int64
 	selector   labels.Selector
 	nodes      map[string]struct{}
@@ -64,13 +65,14 @@ type NodeSource interface {
 	// Node returns the named node as the cache holds it (read only), whether it exists, and false
 	// when it cannot tell.
 	Node(name string) (node *corev1.Node, exists, known bool)
-	// Selected returns the nodes that sel, the selector of the named NodeHealthCheck at that
-	// generation, selects, sorted by name and shared with the cache (read only); false when it
-	// cannot tell (the caller lists them).
-	Selected(name string, generation int64, sel labels.Selector) ([]*corev1.Node, bool)
+	// Selected returns the nodes that sel, the selector of the NodeHealthCheck as read, selects,
+	// sorted by name and shared with the cache (read only); false when it cannot tell (the caller
+	// lists them).
+	Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool)
 }
 
 type parsedSelector struct {
+	uid        types.UID
 	generation int64
 	selector   labels.Selector
 }
@@ -124,7 +126,8 @@ func (a *Affected) handler() toolscache.ResourceEventHandler {
 	}
 }
 
-// observe parses a NodeHealthCheck's selector when its generation is new.
+// observe parses a NodeHealthCheck's selector when its generation (or the object: one recreated
+// under the same name) is new.
 func (a *Affected) observe(obj any) {
 	nhc, ok := obj.(*remediationv1alpha1.NodeHealthCheck)
 	if !ok {
@@ -133,7 +136,7 @@ func (a *Affected) observe(obj any) {
 	a.mu.RLock()
 	p, known := a.nhcs[nhc.Name]
 	a.mu.RUnlock()
-	if known && p.generation == nhc.Generation {
+	if known && p.uid == nhc.UID && p.generation == nhc.Generation {
 		return
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&nhc.Spec.Selector)
@@ -141,7 +144,7 @@ func (a *Affected) observe(obj any) {
 		sel = nil
 	}
 	a.mu.Lock()
-	a.nhcs[nhc.Name] = parsedSelector{generation: nhc.Generation, selector: sel}
+	a.nhcs[nhc.Name] = parsedSelector{uid: nhc.UID, generation: nhc.Generation, selector: sel}
 	a.mu.Unlock()
 }
 
@@ -236,14 +239,15 @@ func (a *Affected) Node(name string) (*corev1.Node, bool, bool) {
 // delivered after is applied to the membership. Each node is checked against sel as read, so a
 // node whose labels changed in the store before its event arrived is not counted; its event
 // reconciles the NodeHealthCheck again.
-func (a *Affected) Selected(name string, generation int64, sel labels.Selector) ([]*corev1.Node, bool) {
+func (a *Affected) Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool) {
 	if a.nodes == nil {
 		return nil, false
 	}
+	name, uid, generation := nhc.GetName(), nhc.GetUID(), nhc.GetGeneration()
 	a.mu.Lock()
 	m := a.members[name]
-	if m == nil || m.generation != generation {
-		m = &membership{generation: generation, selector: sel, nodes: map[string]struct{}{}}
+	if m == nil || m.uid != uid || m.generation != generation {
+		m = &membership{uid: uid, generation: generation, selector: sel, nodes: map[string]struct{}{}}
 		for _, obj := range a.nodes.List() {
 			if n, ok := obj.(*corev1.Node); ok && sel.Matches(labels.Set(n.Labels)) {
 				m.nodes[n.Name] = struct{}{}

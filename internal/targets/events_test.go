@@ -80,6 +80,10 @@ func TestAffected(t *testing.T) {
 	sameGeneration.Generation = 2
 	informer.OnUpdate(moved, sameGeneration)
 	expect("a pool-c worker after a status update", a.ByNode(map[string]string{"pool": "c"}), "everything", "invalid", "pool-a")
+	recreated := nhc("pool-a", pool("d"))
+	recreated.UID, recreated.Generation = "uid-recreated", 2
+	informer.OnUpdate(sameGeneration, recreated)
+	expect("a pool-d worker after pool-a was recreated at the same generation", a.ByNode(map[string]string{"pool": "d"}), "everything", "invalid", "pool-a")
 
 	// Deleted NodeHealthChecks are forgotten, also when the informer missed the deletion.
 	informer.OnDelete(nhc("pool-b", pool("b")))
@@ -122,7 +126,7 @@ func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
 	selA, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}})
 	selected := func(generation int64, sel labels.Selector) []string {
 		t.Helper()
-		nodes, ok := a.Selected("pool-a", generation, sel)
+		nodes, ok := a.Selected(&metav1.ObjectMeta{Name: "pool-a", UID: "uid-pool-a", Generation: generation}, sel)
 		if !ok {
 			t.Fatal("Selected cannot tell with a node store")
 		}
@@ -166,9 +170,13 @@ func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
 	_ = store.Add(node("a1", "a"))
 	expect("once the store holds it", selected(1, selA), "a1", "b1")
 
-	// A new generation's selector is built again from the store.
+	// A new generation's selector is built again from the store, and so is a new object's.
 	selC, _ := metav1.LabelSelectorAsSelector(&metav1.LabelSelector{MatchLabels: map[string]string{"pool": "c"}})
 	expect("a new selector", selected(2, selC), "a2")
+	recreated, _ := a.Selected(&metav1.ObjectMeta{Name: "pool-a", UID: "uid-recreated", Generation: 2}, selA)
+	if len(recreated) != 2 || recreated[0].Name != "a1" || recreated[1].Name != "b1" {
+		t.Errorf("a NodeHealthCheck recreated under the same name at the same generation: %v, want a1 and b1", recreated)
+	}
 
 	// A deleted NodeHealthCheck's membership is dropped; without a store Selected cannot tell.
 	gone := selecting("pool-a", metav1.LabelSelector{})
@@ -185,14 +193,14 @@ func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
 	if _, _, known := NewAffected(nil).Node("b1"); known {
 		t.Error("Node without a node store claims to know")
 	}
-	if _, ok := NewAffected(nil).Selected("pool-a", 1, selA); ok {
+	if _, ok := NewAffected(nil).Selected(&metav1.ObjectMeta{Name: "pool-a", Generation: 1}, selA); ok {
 		t.Error("Selected without a node store claims to know")
 	}
 }
 
 func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node {
 	t.Helper()
-	nodes, _ := a.Selected("pool-a", 1, sel)
+	nodes, _ := a.Selected(&metav1.ObjectMeta{Name: "pool-a", UID: "uid-pool-a", Generation: 1}, sel)
 	if len(nodes) == 0 {
 		t.Fatal("nothing selected")
 	}

@@ -80,7 +80,7 @@ func (g *Gatherer) selectedNodes(ctx context.Context, nhc *remediationv1alpha1.N
 		return nil, fmt.Errorf("parsing selector: %w", err)
 	}
 	if g.Nodes != nil {
-		if nodes, ok := g.Nodes.Selected(nhc.Name, nhc.Generation, sel); ok {
+		if nodes, ok := g.Nodes.Selected(nhc, sel); ok {
 			return nodes, nil
 		}
 	}
