@@ -181,27 +181,22 @@ func (a *Affected) all() []reconcile.Request {
 // the node's membership as of that event: the informer's store, which Selected reads, changed
 // before the event was delivered.
 func (a *Affected) NodeEvents() handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
-		for _, req := range reqs {
-			q.Add(req)
-		}
-	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			a.nodeChanged(e.Object.GetName(), e.Object.GetLabels())
-			add(q, a.ByNode(e.Object.GetLabels()))
+			enqueue(q, a.ByNode(e.Object.GetLabels()))
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			a.nodeChanged(e.ObjectNew.GetName(), e.ObjectNew.GetLabels())
-			add(q, a.ByNode(e.ObjectOld.GetLabels()))
-			add(q, a.ByNode(e.ObjectNew.GetLabels()))
+			enqueue(q, a.ByNode(e.ObjectOld.GetLabels()))
+			enqueue(q, a.ByNode(e.ObjectNew.GetLabels()))
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			a.nodeChanged(e.Object.GetName(), nil)
-			add(q, a.ByNode(e.Object.GetLabels()))
+			enqueue(q, a.ByNode(e.Object.GetLabels()))
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, a.ByNode(e.Object.GetLabels()))
+			enqueue(q, a.ByNode(e.Object.GetLabels()))
 		},
 	}
 }
@@ -296,15 +291,17 @@ func (a *Affected) ByCR(ctx context.Context, cr client.Object) []reconcile.Reque
 	return reqs
 }
 
+// enqueue adds the requests to the queue.
+func enqueue(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
+	for _, req := range reqs {
+		q.Add(req)
+	}
+}
+
 // CREvents is the event handler for remediation CRs: a CR that appears or goes reconciles the
 // NodeHealthChecks it concerns (ByCR: first wins and one control-plane node at a time hold across
 // them); a change of a CR reconciles the NodeHealthCheck that controls it.
 func (a *Affected) CREvents() handler.EventHandler {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], reqs []reconcile.Request) {
-		for _, req := range reqs {
-			q.Add(req)
-		}
-	}
 	owner := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if name, _, ok := remediationcr.ControllerNHC(obj); ok {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
@@ -312,10 +309,10 @@ func (a *Affected) CREvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, a.ByCR(ctx, e.Object))
+			enqueue(q, a.ByCR(ctx, e.Object))
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(q, a.ByCR(ctx, e.Object))
+			enqueue(q, a.ByCR(ctx, e.Object))
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			owner(e.ObjectNew, q)

@@ -33,8 +33,9 @@ func names(reqs []reconcile.Request) []string {
 	return out
 }
 
-func TestAffected(t *testing.T) {
-	ctx := context.Background()
+// testScheme has the core and NodeHealthCheck types.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -42,6 +43,12 @@ func TestAffected(t *testing.T) {
 	if err := remediationv1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	return scheme
+}
+
+func TestAffected(t *testing.T) {
+	ctx := context.Background()
+	scheme := testScheme(t)
 	nhc := func(name string, sel metav1.LabelSelector) *remediationv1alpha1.NodeHealthCheck {
 		h := selecting(name, sel)
 		h.UID, h.Generation = types.UID("uid-"+name), 1
@@ -211,10 +218,7 @@ func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node
 // node's, as a CR created before the label was) is found through the node store as through lists.
 func TestControlPlaneElsewhere(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	nodes := []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Labels: map[string]string{remediationcr.ControlPlaneRoleLabel: ""}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{remediationcr.MasterRoleLabel: ""}}},
