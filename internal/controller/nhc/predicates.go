@@ -41,8 +41,9 @@ func sameConditions(a, b []corev1.NodeCondition) bool {
 }
 
 // TrimNode is a cache transform that keeps of a Node only what decisions read (metadata without
-// managed fields, cordoning and taints, the conditions, and the kubelet version), so the node cache
-// stays small on large clusters.
+// managed fields, cordoning, the conditions without messages, and the kubelet version), so the node
+// cache stays small on large clusters. Taints are dropped: nothing reads them, and the node
+// lifecycle adds two to every node that fails.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -51,7 +52,6 @@ func TrimNode(obj any) (any, error) {
 	trimmed := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: n.ObjectMeta}
 	trimmed.ManagedFields = nil
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
-	trimmed.Spec.Taints = n.Spec.Taints
 	trimmed.Status.Conditions = n.Status.Conditions
 	trimmed.Status.NodeInfo.KubeletVersion = n.Status.NodeInfo.KubeletVersion
 	for i := range trimmed.Status.Conditions {

@@ -65,6 +65,7 @@ func TestNodeChangePredicate(t *testing.T) {
 
 func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 	n := testNode()
+	n.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute}}
 	out, err := TrimNode(n)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 		trimmed.Status.NodeInfo.KubeletVersion != "v1.37.2" {
 		t.Errorf("lost what decisions read: %+v", trimmed)
 	}
-	if trimmed.ManagedFields != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
+	if trimmed.ManagedFields != nil || trimmed.Spec.Taints != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
 		t.Errorf("kept what decisions do not read: %+v", trimmed)
 	}
 }
