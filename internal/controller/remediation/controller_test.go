@@ -194,12 +194,7 @@ var _ = Describe("The remediation lifecycle", func() {
 
 	It("4. adds an owner reference to the node's Machine in the template's namespace", func(ctx SpecContext) {
 		group, sick := workers(ctx)
-		machine := &unstructured.Unstructured{}
-		machine.SetAPIVersion("machine.openshift.io/v1beta1")
-		machine.SetKind("Machine")
-		machine.SetNamespace(testutil.TemplateNamespace)
-		machine.SetName(e.Unique("machine"))
-		e.Create(ctx, machine)
+		machine := newMachine(ctx, "machine.openshift.io/v1beta1")
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
 		sick.Annotations = map[string]string{remediation.MachineAnnotation: testutil.TemplateNamespace + "/" + machine.GetName()}
 		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
@@ -210,12 +205,7 @@ var _ = Describe("The remediation lifecycle", func() {
 	})
 
 	It("4. adds an owner reference to the node's Cluster API Machine in the template's namespace, and none to one elsewhere", func(ctx SpecContext) {
-		machine := &unstructured.Unstructured{}
-		machine.SetAPIVersion("cluster.x-k8s.io/v1beta1")
-		machine.SetKind("Machine")
-		machine.SetNamespace(testutil.TemplateNamespace)
-		machine.SetName(e.Unique("machine"))
-		e.Create(ctx, machine)
+		machine := newMachine(ctx, "cluster.x-k8s.io/v1beta1")
 		owned := func(namespace string) []metav1.OwnerReference {
 			group, sick := workers(ctx)
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
@@ -375,6 +365,17 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 })
+
+// newMachine creates a Machine of that API version in the template namespace.
+func newMachine(ctx context.Context, apiVersion string) *unstructured.Unstructured {
+	machine := &unstructured.Unstructured{}
+	machine.SetAPIVersion(apiVersion)
+	machine.SetKind("Machine")
+	machine.SetNamespace(testutil.TemplateNamespace)
+	machine.SetName(e.Unique("machine"))
+	e.Create(ctx, machine)
+	return machine
+}
 
 // series returns the metric of the family with exactly these labels.
 func series(name string, labels map[string]string) *dto.Metric { return testutil.Series(name, labels) }
