@@ -8,8 +8,8 @@
 // those specs when the webhook is down. The Validator adds what CEL cannot know: whether a template's
 // kind is namespaced, and whether templates that share a kind support several remediations per node
 // (through the manager's cache: RESTMapper and a metadata-only informer), and whether the cluster's
-// control-plane topology is supported (OpenShift's Infrastructure/cluster, one uncached read per
-// create or update, so a topology change is never missed; admissions are rare).
+// control-plane topology is supported (OpenShift's Infrastructure/cluster, read from the same cache
+// and watched, so a topology change is seen as the watch delivers it).
 //
 // The validating webhook (ValidatingWebhook) is controller-runtime's typed validator behind a small
 // handler for one case the typed one cannot serve: a stored NodeHealthCheck that does not decode into

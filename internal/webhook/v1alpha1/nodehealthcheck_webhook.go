@@ -69,12 +69,12 @@ func SetupWithManager(mgr ctrl.Manager) error {
 
 // NewValidator returns the validator with the production lookups: template scopes from the manager's
 // RESTMapper, template annotations through its cache (templateaccess.Reader), the control-plane
-// topology from its API reader. SetupWithManager serves it; the admission benchmark drives it.
+// topology from its cache. SetupWithManager serves it; the admission benchmark drives it.
 func NewValidator(mgr ctrl.Manager) *Validator {
 	return &Validator{
 		Lookup: &CachedTemplateLookup{Mapper: mgr.GetRESTMapper(), Reader: &templateaccess.Reader{
 			Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}},
-		Topology: &InfrastructureTopologyReader{Reader: mgr.GetAPIReader()},
+		Topology: &InfrastructureTopologyReader{Reader: mgr.GetCache()},
 		Cluster:  mgr.GetClient(),
 	}
 }
@@ -506,7 +506,10 @@ func (l *CachedTemplateLookup) Annotations(ctx context.Context, ref corev1.Objec
 // InfrastructureTopologyReader reads the control-plane topology from OpenShift's Infrastructure/cluster,
 // as unstructured so that the operator needs no OpenShift API types.
 type InfrastructureTopologyReader struct {
-	// Reader reads Infrastructure/cluster; the manager's API reader (uncached) in production.
+	// Reader reads Infrastructure/cluster; the manager's cache in production: an informer on the
+	// kind (OpenShift has the one object), started by the first read (which waits for it to sync, within the request's lookup
+	// budget), so an admission sends nothing to the API server and a change of topology is seen as
+	// soon as the watch delivers it. A read that cannot be answered fails the admission closed.
 	Reader client.Reader
 	// Clock tells when a "kind not served" answer was given; nil is the real clock.
 	Clock clock.PassiveClock

@@ -24,7 +24,8 @@ import (
 )
 
 // setTopology creates OpenShift's Infrastructure/cluster on the webhook's control plane with the
-// given status.controlPlaneTopology ("" leaves the status empty) and deletes it when the spec ends.
+// given status.controlPlaneTopology ("" leaves the status empty) and deletes it when the spec ends;
+// each returns once the webhook sees the change.
 func setTopology(ctx context.Context, topology string) *unstructured.Unstructured {
 	infra := &unstructured.Unstructured{}
 	infra.SetGroupVersionKind(openshift.Infrastructure)
@@ -35,6 +36,7 @@ func setTopology(ctx context.Context, topology string) *unstructured.Unstructure
 		Eventually(func() error {
 			return webhookClient.Get(ctx, client.ObjectKeyFromObject(infra), infra.DeepCopy())
 		}).WithContext(ctx).Should(Satisfy(apierrors.IsNotFound))
+		awaitWebhookTopology(ctx, "")
 	})
 	if topology != "" {
 		changeTopology(ctx, infra, topology)
@@ -42,10 +44,25 @@ func setTopology(ctx context.Context, topology string) *unstructured.Unstructure
 	return infra
 }
 
-// changeTopology writes status.controlPlaneTopology through the status subresource.
+// changeTopology writes status.controlPlaneTopology through the status subresource and returns once
+// the webhook sees it.
 func changeTopology(ctx context.Context, infra *unstructured.Unstructured, topology string) {
 	Expect(unstructured.SetNestedField(infra.Object, topology, "status", "controlPlaneTopology")).To(Succeed())
 	Expect(webhookClient.Status().Update(ctx, infra)).To(Succeed())
+	awaitWebhookTopology(ctx, topology)
+}
+
+// awaitWebhookTopology waits until the webhook, which reads Infrastructure/cluster from its cache,
+// judges by topology: a dry-run create is refused on DualReplica and admitted on any other.
+func awaitWebhookTopology(ctx context.Context, topology string) {
+	GinkgoHelper()
+	probe := testutil.NewNHC(uniqueName("probe"))
+	create := func() error { return webhookClient.Create(ctx, probe.DeepCopy(), client.DryRunAll) }
+	if topology == webhookv1alpha1.ControlPlaneTopologyDualReplica {
+		Eventually(create).WithContext(ctx).Should(MatchError(ContainSubstring("status.controlPlaneTopology DualReplica")))
+	} else {
+		Eventually(create).WithContext(ctx).Should(Succeed())
+	}
 }
 
 var _ = Describe("Control-plane topology (webhook)", func() {
@@ -88,7 +105,6 @@ var _ = Describe("Control-plane topology (webhook)", func() {
 			DeferCleanup(func(ctx SpecContext) {
 				Expect(client.IgnoreNotFound(webhookClient.Delete(ctx, existing))).To(Succeed())
 			})
-			// No Eventually below: the webhook reads the topology from the API server, never a cache.
 			changeTopology(ctx, infra, webhookv1alpha1.ControlPlaneTopologyDualReplica)
 		})
 
