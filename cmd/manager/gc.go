@@ -2,13 +2,14 @@ package main
 
 import "runtime/debug"
 
-// defaultGCPercent is the manager's GOGC when the environment sets none: the heap may grow by half
+// defaultGCPercent is the manager's GOGC when the environment sets none: the heap may grow by 40% of
 // its live size between collections instead of doubling. The manager's live heap is small (about
 // 30 MiB at 5,000 nodes during a mass failure) and its work waits on the API server, so the extra
-// collections cost little CPU, while Go's default doubled the peak heap
-// (docs/performance.md: 109 MiB RSS at the peak of the 5,000-node outage with GOGC=100, about 90 with 50).
+// collections cost little CPU, while Go's default doubled the peak heap (docs/performance.md, at the
+// 5,000-node outage's peak: 109 MiB RSS with GOGC=100, about 90 with 50 at the time; later 78-79.5
+// with 50 and 75-76 with 40, with no measurable CPU difference).
 // GOGC=<n> (or off) in the environment, and GOMEMLIMIT, work as in any Go program.
-const defaultGCPercent = 50
+const defaultGCPercent = 40
 
 // applyGCDefault sets defaultGCPercent unless GOGC is set, and returns the GOGC in effect (-1: off,
 // or whatever the environment chose when it set one).
