@@ -21,12 +21,13 @@ import (
 )
 
 // patch merges raw JSON into the NodeHealthCheck.
-func patch(ctx context.Context, name, raw string) {
+func patch(ctx context.Context, name, raw string) (resourceVersion string) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(remediationv1alpha1.GroupVersion.String())
 	u.SetKind("NodeHealthCheck")
 	u.SetName(name)
 	Expect(e.K8s.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(raw)))).To(Succeed())
+	return u.GetResourceVersion()
 }
 
 // anyHealthy lets the NodeHealthCheck remediate however few of its nodes are healthy.
