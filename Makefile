@@ -127,13 +127,21 @@ bench: $(CONTROLPLANE_DEP) ## Run the benchmarks (BENCH, BENCH_PKGS, BENCHTIME) 
 # scale-<nodes>-latest.json. `make bench` runs it after the Go benchmarks (SCALE= skips it);
 # NHC_SCALE_STEADY=30s shortens the steady-state phase, NHC_SCALE_LOGS=dir keeps the manager's and the
 # simulation's logs, NHC_SCALE_TEMPLATE_LISTWATCH=1 lets the operator cache the test remediator's
-# templates. A run takes about 7 minutes on 2 cores (1,000 or 5,000 nodes).
+# templates. A run takes about 7 minutes on 2 cores (1,000 or 5,000 nodes). `make bench-compare` prints
+# runs side by side.
 SCALE ?= 1000 5000
 
 .PHONY: bench-scale
 bench-scale: $(CONTROLPLANE_DEP) kwok image ## Run the scale benchmark for each of SCALE (default "1000 5000") nodes; results in bin/bench/scale-*.json.
 	@mkdir -p $(BENCH_DIR)
 	@for n in $(SCALE); do 		echo "Scale benchmark: $$n nodes"; 		NHC_SCALE=$$n go test -count=1 -v -timeout 60m -run '^TestScale$$' ./test/scale/ || exit 1; 	done
+
+# FILES: the scale results to compare (globs allowed), default every scale-<nodes>-latest.json.
+FILES ?= $(BENCH_DIR)/scale-*-latest.json
+
+.PHONY: bench-compare
+bench-compare: ## Print scale benchmark results (FILES, default bin/bench/scale-*-latest.json) side by side, a column per run.
+	@NHC_SCALE_COMPARE="$(abspath $(FILES))" go test -count=1 -v -run '^TestScaleCompare$$' ./test/scale/ | grep -E '^\||compare_test|FAIL'
 
 .PHONY: fuzz
 fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).

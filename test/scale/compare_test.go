@@ -1,0 +1,162 @@
+package scale
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestScaleCompare prints the figures of scale benchmark runs side by side, one column per results
+// file, as a Markdown table (the form docs/performance.md uses): `make bench-compare`, whose FILES are
+// the results files (globs allowed; default bin/bench/scale-*-latest.json). Skipped unless
+// NHC_SCALE_COMPARE names the files.
+func TestScaleCompare(t *testing.T) {
+	spec := os.Getenv("NHC_SCALE_COMPARE")
+	if spec == "" {
+		t.Skip("NHC_SCALE_COMPARE names no results files (make bench-compare FILES=...)")
+	}
+	var files []string
+	for _, pattern := range strings.Fields(spec) {
+		matched, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatalf("%s: %v", pattern, err)
+		}
+		files = append(files, matched...)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no results file matches %q", spec)
+	}
+	var names []string
+	var runs []*results
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := &results{}
+		if err := json.Unmarshal(data, r); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "scale-"), ".json"))
+		runs = append(runs, r)
+	}
+	fmt.Print(compareTable(names, runs))
+}
+
+// compareTable returns the figures of runs as a Markdown table, a row per figure (the issue's target
+// in parentheses) and a column per run, headed by names.
+func compareTable(names []string, runs []*results) string {
+	rows := []struct {
+		figure string
+		value  func(r *results) string
+	}{
+		{"commit", func(r *results) string { return r.Machine.Commit }},
+		{"nodes, NodeHealthChecks, driven", func(r *results) string {
+			return fmt.Sprintf("%d, %d, %v", r.Scenario.Nodes, r.Scenario.Pools, r.Scenario.Driven)
+		}},
+		{"steady state; templates list/watch; manager env", func(r *results) string {
+			env := strings.Join(r.Scenario.ManagerEnv, " ")
+			if env == "" {
+				env = "-"
+			}
+			return fmt.Sprintf("%s; %v; %s", r.Scenario.Steady, r.Scenario.TemplateListWatch, env)
+		}},
+		{"valid, spurious Ready losses", func(r *results) string { return fmt.Sprintf("%v, %d", r.Valid, r.SpuriousReadyLosses) }},
+		{"steady: reconciles, API requests (0, 0)", func(r *results) string {
+			return fmt.Sprintf("%g, %d", r.Steady.ReconcilesTotal, r.Steady.API.Requests.total())
+		}},
+		{"RSS max, MiB: steady / 1% / outage / recovery (≤ 80)", func(r *results) string {
+			return fmt.Sprintf("%.1f / %.1f / %.1f / %.1f", r.Steady.ManagerRSSMaxMiB, r.OnePercent.ManagerRSSMaxMiB,
+				r.Outage.ManagerRSSMaxMiB, r.Recovery.ManagerRSSMaxMiB)
+		}},
+		{"manager CPU s: steady / 1% / outage / recovery", func(r *results) string {
+			return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f", r.Steady.ManagerCPUSeconds, r.OnePercent.ManagerCPUSeconds,
+				r.Outage.ManagerCPUSeconds, r.Recovery.ManagerCPUSeconds)
+		}},
+		{"1%: CR after expiry p50 / p99, s (p99 ≤ 1)", func(r *results) string {
+			return fmt.Sprintf("%.2f / %.2f", r.OnePercent.CRLatency.P50, r.OnePercent.CRLatency.P99)
+		}},
+		{"1%: API requests per failure incl. events (≤ 6)", func(r *results) string { return fmt.Sprintf("%g", r.OnePercent.RequestsPerFailure) }},
+		{"uncached reads per second while remediating (0)", func(r *results) string {
+			return fmt.Sprintf("%g", max(r.OnePercent.UncachedReadsPerSecond, r.Outage.UncachedReadsPerSecond, r.Recovery.UncachedReadsPerSecond))
+		}},
+		{"30%: CRs created, in over-threshold pools (0)", func(r *results) string {
+			return fmt.Sprintf("%d, %d", r.Outage.CRsCreated, r.Outage.CRsInOverThresholdPools)
+		}},
+		{"30%: CR after expiry p99, s", func(r *results) string { return fmt.Sprintf("%.2f", r.Outage.CRLatency.P99) }},
+		{"30%: status lists every failed node, max s after the deadline (≤ 5)", func(r *results) string {
+			return fmt.Sprintf("%.2f", r.Outage.StatusListedAfterDeadlineMax)
+		}},
+		{"recovery: CR gone after Ready p99, s", func(r *results) string { return fmt.Sprintf("%.2f", r.Recovery.CRGoneAfterNodeReady.P99) }},
+		{"recovery: CRs created while the nodes come back (0)", func(r *results) string { return fmt.Sprintf("%d", r.Recovery.CRsCreated) }},
+		{"targets met", func(r *results) string {
+			met := 0
+			for _, t := range r.Targets {
+				if t.Met {
+					met++
+				}
+			}
+			return fmt.Sprintf("%d of %d", met, len(r.Targets))
+		}},
+	}
+	var b strings.Builder
+	cells := func(first string, rest []string) {
+		b.WriteString("| " + first + " | " + strings.Join(rest, " | ") + " |\n")
+	}
+	cells("figure (target)", names)
+	separators := make([]string, len(names))
+	for i := range separators {
+		separators[i] = "---"
+	}
+	cells("---", separators)
+	for _, row := range rows {
+		values := make([]string, len(runs))
+		for i, r := range runs {
+			values[i] = row.value(r)
+		}
+		cells(row.figure, values)
+	}
+	return b.String()
+}
+
+func TestCompareTable(t *testing.T) {
+	a, b := &results{Valid: true}, &results{}
+	a.Machine.Commit, b.Machine.Commit = "aaaaaaa", "bbbbbbb"
+	a.Recovery.ManagerRSSMaxMiB, b.Recovery.ManagerRSSMaxMiB = 75.81, 79.5
+	a.OnePercent.RequestsPerFailure, b.OnePercent.RequestsPerFailure = 6, 6.04
+	a.Outage.UncachedReadsPerSecond = 0.5
+	a.Targets = []target{{Met: true}, {Met: false}}
+	lines := strings.Split(strings.TrimSuffix(compareTable([]string{"5000-a", "5000-b"}, []*results{a, b}), "\n"), "\n")
+	want := map[string]string{
+		"| figure (target) |": "| figure (target) | 5000-a | 5000-b |",
+		"| --- |":             "| --- | --- | --- |",
+		"| commit |":          "| commit | aaaaaaa | bbbbbbb |",
+		"| valid, ":           "| valid, spurious Ready losses | true, 0 | false, 0 |",
+		"| RSS max":           "| RSS max, MiB: steady / 1% / outage / recovery (≤ 80) | 0.0 / 0.0 / 0.0 / 75.8 | 0.0 / 0.0 / 0.0 / 79.5 |",
+		"| 1%: API requests":  "| 1%: API requests per failure incl. events (≤ 6) | 6 | 6.04 |",
+		"| uncached reads":    "| uncached reads per second while remediating (0) | 0.5 | 0 |",
+		"| targets met |":     "| targets met | 1 of 2 | 0 of 0 |",
+	}
+	for prefix, line := range want {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				found = true
+				if l != line {
+					t.Errorf("got  %s\nwant %s", l, line)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no row %q in\n%s", prefix, strings.Join(lines, "\n"))
+		}
+	}
+	for _, l := range lines {
+		if got := strings.Count(l, " | "); got != 2 {
+			t.Errorf("%d inner separators, want 2 (a figure and 2 runs): %s", got, l)
+		}
+	}
+}
