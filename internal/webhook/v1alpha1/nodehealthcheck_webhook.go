@@ -507,9 +507,10 @@ func (l *CachedTemplateLookup) Annotations(ctx context.Context, ref corev1.Objec
 // as unstructured so that the operator needs no OpenShift API types.
 type InfrastructureTopologyReader struct {
 	// Reader reads Infrastructure/cluster; the manager's cache in production: an informer on the
-	// kind (OpenShift has the one object), started by the first read (which waits for it to sync, within the request's lookup
-	// budget), so an admission sends nothing to the API server and a change of topology is seen as
-	// soon as the watch delivers it. A read that cannot be answered fails the admission closed.
+	// kind (OpenShift has the one object), started by the first read, which waits for it to sync
+	// within the request's lookup budget. An admission then sends nothing to the API server, and a
+	// change of topology is seen as soon as the watch delivers it. A read that cannot be answered
+	// fails the admission closed.
 	Reader client.Reader
 	// Clock tells when a "kind not served" answer was given; nil is the real clock.
 	Clock clock.PassiveClock
