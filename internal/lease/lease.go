@@ -1,0 +1,104 @@
+package lease
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultNamespace is where node leases live unless configured otherwise; other operators that
+// touch nodes (maintenance, upgrades) coordinate through the same leases.
+const DefaultNamespace = "medik8s-leases"
+
+const (
+	// SingleTemplateStep is the step duration a lease assumes for a single remediationTemplate,
+	// which has no timeout (the public operator's DefaultRemediationDuration).
+	SingleTemplateStep = 10 * time.Minute
+	// Buffer is added to the step duration so the lease outlives the step it covers (the public
+	// operator's LeaseBuffer).
+	Buffer = time.Minute
+	// OverdueFactor: a remediation step running for this many lease durations is stuck, and times
+	// out (the public operator's factor).
+	OverdueFactor = 3
+	// Recheck is how soon a node held back without a known end (a lease of another party without an
+	// expiry, the etcd guard) is looked at again: the public operator's one-minute retry for both.
+	Recheck = time.Minute
+	// MaxDuration is the longest duration a Lease holds (leaseDurationSeconds is an int32).
+	MaxDuration = time.Duration(math.MaxInt32) * time.Second
+)
+
+// Name is the name of a node's lease: "node-<node>", the public operator's. A node name so long
+// that the prefix would make it an invalid name is cut and completed with a hash of the whole name,
+// so every node still has its own lease.
+func Name(node string) string {
+	name := "node-" + node
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(node))
+	suffix := "-" + hex.EncodeToString(sum[:8])
+	head := strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
+	return head + suffix
+}
+
+// Holder is the holder identity of the NodeHealthCheck named nhc: "NodeHealthCheck-<name>".
+func Holder(nhc string) string { return "NodeHealthCheck-" + nhc }
+
+// Duration is the lease duration for a step: its timeout (or SingleTemplateStep for a single
+// template) plus Buffer, at most what a lease can hold.
+func Duration(stepTimeout time.Duration) time.Duration {
+	if stepTimeout <= 0 {
+		stepTimeout = SingleTemplateStep
+	}
+	return min(stepTimeout, MaxDuration-Buffer) + Buffer
+}
+
+// Seconds is the duration in whole seconds, as a Lease holds it.
+func Seconds(d time.Duration) int32 {
+	return int32(min(d, MaxDuration) / time.Second)
+}
+
+// Overdue is how long a remediation step may run before it counts as stuck and times out:
+// OverdueFactor lease durations of the step, measured from when the step started (its CR), never
+// from a lease's acquisition: the public operator keeps a lease's first acquireTime across steps,
+// so a lease taken over from it would make a later step overdue at once.
+func Overdue(stepTimeout time.Duration) time.Duration {
+	d := Duration(stepTimeout)
+	if d > math.MaxInt64/OverdueFactor {
+		return math.MaxInt64
+	}
+	return OverdueFactor * d
+}
+
+// ForeignHold reports whether a party other than holder holds the lease at now, and until when
+// (zero: no expiry is known, because it has no duration or renew time: it is held until it is
+// released). A nil lease is held by nobody.
+func ForeignHold(l *coordinationv1.Lease, holder string, now time.Time) (bool, time.Time) {
+	if l == nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || *l.Spec.HolderIdentity == holder {
+		return false, time.Time{}
+	}
+	if l.Spec.LeaseDurationSeconds == nil || l.Spec.RenewTime == nil {
+		return true, time.Time{}
+	}
+	expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	return now.Before(expires), expires
+}
+
+// HolderOf returns the lease's holder identity ("" for none).
+func HolderOf(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// IsNodeHealthCheckHolder reports whether a holder identity is a NodeHealthCheck's (this operator's
+// or the public one's).
+func IsNodeHealthCheckHolder(holder string) bool {
+	return strings.HasPrefix(holder, "NodeHealthCheck-")
+}
