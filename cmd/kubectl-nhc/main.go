@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/explain"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 const usage = `Usage:
@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 	kubeContext := fs.String("context", "", "The kubeconfig context to use.")
-	leaseNamespace := fs.String("lease-namespace", remediation.DefaultLeaseNamespace, "The operator's --lease-namespace.")
+	leaseNamespace := fs.String("lease-namespace", lease.DefaultNamespace, "The operator's --lease-namespace.")
 	returnGrace := fs.Duration("returning-node-grace", health.DefaultReturnGrace, "The operator's --returning-node-grace.")
 	timeout := fs.Duration("request-timeout", 30*time.Second, "How long to wait for the API server.")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }

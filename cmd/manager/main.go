@@ -29,7 +29,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
@@ -103,7 +103,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Serve the defaulting and validating admission webhooks. Without them the CRD's CEL rules still refuse most invalid specs.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", false,
 		"Allow HTTP/2 on the metrics and webhook servers. Off by default to avoid the HTTP/2 stream-reset and rapid-reset vulnerabilities.")
-	leaseNamespace := remediation.DefaultLeaseNamespace
+	leaseNamespace := lease.DefaultNamespace
 	if env := os.Getenv(leaseNamespaceEnv); env != "" {
 		leaseNamespace = env // the public operator's setting, so its deployments keep working
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -77,6 +78,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		gate = upgrade.NewGate(o.Upgrade.NodeRollout)
 	}
 	templates := NewTemplateReader(mgr)
+	leases, err := remediation.NewLeaseCache(mgr, leaseNamespace(o.LeaseNamespace))
+	if err != nil {
+		return err
+	}
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -89,13 +94,16 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
 	}
 	if err := (&nhc.Reconciler{
-		Client:      mgr.GetClient(),
-		Clock:       o.Clock,
-		Recorder:    mgr.GetEventRecorder(nhc.ControllerName),
-		Gate:        gate,
-		MaxPause:    o.Upgrade.MaxPause,
-		ReturnGrace: o.ReturnGrace,
-		Templates:   templates,
+		Client:         mgr.GetClient(),
+		Clock:          o.Clock,
+		Recorder:       mgr.GetEventRecorder(nhc.ControllerName),
+		Gate:           gate,
+		MaxPause:       o.Upgrade.MaxPause,
+		ReturnGrace:    o.ReturnGrace,
+		Templates:      templates,
+		Leases:         leases,
+		LeaseNamespace: o.LeaseNamespace,
+		APIReader:      mgr.GetAPIReader(),
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
@@ -106,6 +114,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Clock:          o.Clock,
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
+		Leases:         leases,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
@@ -115,4 +124,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}
 	return nil
+}
+
+// leaseNamespace is the namespace of node leases: ns, or lease.DefaultNamespace when empty.
+func leaseNamespace(ns string) string {
+	if ns == "" {
+		return lease.DefaultNamespace
+	}
+	return ns
 }

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -66,7 +66,8 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	gate := upgrade.NewGate(false)
 	gate.SetClusterAPICoverage(coverage)
 	gate.Discovered()
-	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate}
+	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate,
+		Leases: c, LeaseNamespace: o.LeaseNamespace, Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()}}
 	var out []Check
 	for i := range list.Items {
 		snap, err := g.Gather(ctx, &list.Items[i], o.Now, targets.Options{Templates: c, AsReported: true})
@@ -114,7 +115,7 @@ func Node(ctx context.Context, c client.Client, name string, o Options, w io.Wri
 		return err
 	}
 	lease := &coordinationv1.Lease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: o.LeaseNamespace, Name: remediation.LeaseName(name)}, lease); apierrors.IsNotFound(err) {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: o.LeaseNamespace, Name: nodelease.Name(name)}, lease); apierrors.IsNotFound(err) {
 		lease = nil
 	} else if err != nil {
 		return fmt.Errorf("getting the node's lease: %w", err)
@@ -171,15 +172,17 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 		p.line(1, "decision: nothing to do")
 	case nd.Action == health.Skip:
 		p.line(1, "decision: held back (%s): %s", nd.SkipReason, nd.SkipMessage)
+	case nd.EscalationHeld():
+		p.line(1, "decision: %s; %s (%s)", actionText(nd.Action, s.DryRun()), nd.SkipMessage, nd.SkipReason)
 	default:
 		p.line(1, "decision: %s", actionText(nd.Action, s.DryRun()))
 	}
 	explainCRs(p, s, name)
 	if lease != nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		holder := *lease.Spec.HolderIdentity
-		if held, until := remediation.ForeignHold(lease, remediation.LeaseHolder(s.Stored.Name), s.Now); held {
+		if held, until := nodelease.ForeignHold(lease, nodelease.Holder(s.Stored.Name), s.Now); held {
 			p.line(1, "lease %s/%s: held by %s%s; this NodeHealthCheck starts no remediation of the node meanwhile", lease.Namespace, lease.Name, holder, untilText(until))
-		} else if holder == remediation.LeaseHolder(s.Stored.Name) {
+		} else if holder == nodelease.Holder(s.Stored.Name) {
 			p.line(1, "lease %s/%s: held by this NodeHealthCheck", lease.Namespace, lease.Name)
 		}
 	}
@@ -246,12 +249,8 @@ func explainCRs(p *printer, s *targets.Snapshot, node string) {
 		p.line(1, "remediation: %s %s/%s from template %s, created %s, %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(),
 			cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation], stamp(cr.GetCreationTimestamp().Time), state)
 	}
-	if len(crs) > 0 {
-		steps := make([]health.StepCR, 0, len(crs))
-		for i := range crs {
-			steps = append(steps, remediationcr.StepCR(&crs[i]))
-		}
-		e := health.Escalate(health.EscalationInput{Steps: targets.Steps(&s.NHC.Spec), CRs: steps, Now: s.Now, Unhealthy: true})
+	if nd, ok := s.Node(node); ok && nd.Action == health.ContinueRemediation && len(crs) > 0 {
+		e := nd.Escalation
 		if e.Current != nil && !e.Deadline.IsZero() {
 			p.line(1, "escalation: step %s (order %d) times out at %s", e.Current.StepKey, e.Current.Order, stamp(e.Deadline))
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 // Node is what a decision needs to know about one selected node.
@@ -47,6 +48,19 @@ type Node struct {
 	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
 	// one that turned healthy sooner joined the cluster.
 	Created time.Time
+	// CRs are the node's remediation CRs of this NodeHealthCheck as escalation sees them (for a
+	// dry-run NodeHealthCheck without real CRs, its simulated ones): a running remediation's
+	// escalation is decided over them and Input.Steps.
+	CRs []StepCR
+	// LeasedBy names another party (a maintenance operator, another NodeHealthCheck) that holds the
+	// node's lease now, and LeasedUntil when that hold expires (zero: until it is released). Read
+	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
+	LeasedBy    string
+	LeasedUntil time.Time
+	// EtcdGuard, for a control-plane node, says why disrupting it now could break etcd quorum
+	// (OpenShift's etcd guard); empty when it may be disrupted or the guard does not apply. Read
+	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
+	EtcdGuard string
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -83,9 +97,17 @@ const (
 	SkipCoveredByMachineHealthCheck SkipReason = "CoveredByMachineHealthCheck"
 	// SkipRemediatedElsewhere: another NodeHealthCheck remediates the node.
 	SkipRemediatedElsewhere SkipReason = "RemediatedByAnotherNodeHealthCheck"
+	// SkipLeased: another party holds the node's lease (Node.LeasedBy).
+	SkipLeased SkipReason = "NodeLeased"
+	// SkipEtcdQuorum: disrupting the control-plane node could break etcd quorum (Node.EtcdGuard).
+	SkipEtcdQuorum SkipReason = "EtcdQuorum"
+	// SkipClockSkew: the manager's clock is too far from the API server's to judge durations
+	// (a Blocker).
+	SkipClockSkew SkipReason = "ClockSkew"
 )
 
-// Blocker keeps new remediations from starting; running ones continue.
+// Blocker keeps new remediations from starting, and running ones from escalating; running ones
+// continue.
 type Blocker struct {
 	// Reason is the skip reason reported for the nodes it blocks.
 	Reason SkipReason
@@ -103,8 +125,12 @@ type Input struct {
 	UnhealthyConditions []remediationv1alpha1.UnhealthyCondition
 	// MinHealthy and MaxUnhealthy are the spec's budget.
 	MinHealthy, MaxUnhealthy *intstr.IntOrString
-	// Blockers keep new remediations from starting, most important first.
+	// Blockers keep new remediations from starting and running ones from escalating, most important
+	// first.
 	Blockers []Blocker
+	// Steps are the spec's remediation steps: a start carries the first one, and a running
+	// remediation escalates through them.
+	Steps []Step
 	// HealthyDelay keeps a recovered node's CRs this long after it became healthy; negative: until an
 	// administrator confirms the node; nil or zero: no delay.
 	HealthyDelay *time.Duration
@@ -139,7 +165,8 @@ const (
 	StartRemediation
 	// Skip: the node is unhealthy and has no remediation, but SkipReason blocks a new one.
 	Skip
-	// ContinueRemediation: the node is not healthy and its remediation runs.
+	// ContinueRemediation: the node is not healthy and its remediation runs; NodeDecision.Escalation
+	// says whether a step times out and which step starts now.
 	ContinueRemediation
 	// Recovered: the node is healthy again and still has remediation CRs: remove them.
 	Recovered
@@ -175,9 +202,22 @@ type NodeDecision struct {
 	Health NodeHealth
 	// Action is what to do.
 	Action Action
-	// SkipReason and SkipMessage say why Action is Skip.
+	// SkipReason and SkipMessage say why Action is Skip, or, for ContinueRemediation, why an
+	// escalation that is due is held (EscalationHeld).
 	SkipReason  SkipReason
 	SkipMessage string
+	// Step is, for StartRemediation, the first step to create (nil when the spec has none).
+	Step *Step
+	// Escalation is, for ContinueRemediation, what the running remediation does now: the CRs to time
+	// out and the next step. Held by a blocker (EscalationHeld), it times nothing out and starts
+	// nothing.
+	Escalation Escalation
+}
+
+// EscalationHeld reports whether a running remediation's escalation is due but held back by the
+// rule that holds new remediations (SkipReason says which).
+func (n NodeDecision) EscalationHeld() bool {
+	return n.Action == ContinueRemediation && n.SkipReason != ""
 }
 
 // Decision is the verdict for one NodeHealthCheck.
@@ -218,6 +258,17 @@ func (n NodeDecision) Listed() bool {
 	return false
 }
 
+// Held returns the running remediations whose escalation is due but held.
+func (d *Decision) Held() []NodeDecision {
+	var out []NodeDecision
+	for _, n := range d.Nodes {
+		if n.EscalationHeld() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Skipped returns the nodes that need a remediation that may not start now.
 func (d *Decision) Skipped() []NodeDecision {
 	var out []NodeDecision
@@ -244,7 +295,10 @@ func (d *Decision) names(a Action) []string {
 //
 // Safety rules: a node counts healthy only while it is healthy and has no remediation left; a new
 // remediation starts only for an Unhealthy node, only without blockers, and only while at least
-// MinHealthy nodes are healthy. Running remediations always continue.
+// MinHealthy nodes are healthy. Running remediations always continue, and one gate holds every new
+// CR: whatever keeps a first step from starting (a blocker, the threshold, storm recovery,
+// returning nodes, the exclusion label, a lease someone else holds, the etcd guard) keeps a running
+// remediation from escalating too.
 func Decide(in Input) Decision {
 	d := Decision{Observed: len(in.Nodes)}
 	d.MinHealthy, d.BudgetErr = MinHealthy(len(in.Nodes), in.MinHealthy, in.MaxUnhealthy)
@@ -278,6 +332,9 @@ func Decide(in Input) Decision {
 			continue
 		case n.Remediating:
 			nd.Action = ContinueRemediation
+			if len(n.CRs) > 0 {
+				nd.Escalation = Escalate(EscalationInput{Steps: in.Steps, CRs: n.CRs, Now: in.Now, Unhealthy: h.State == Unhealthy})
+			}
 		case h.State == SoonUnhealthy:
 			nd.Action = Wait
 		default:
@@ -297,7 +354,7 @@ func Decide(in Input) Decision {
 	case d.Healthy < d.MinHealthy:
 		reason = SkipThreshold
 		message = fmt.Sprintf("%d of %d selected nodes are healthy, %d required", d.Healthy, d.Observed, d.MinHealthy)
-	case d.Healthy-len(returned) < d.MinHealthy && slices.ContainsFunc(d.Nodes, func(n NodeDecision) bool { return n.Action == StartRemediation }):
+	case d.Healthy-len(returned) < d.MinHealthy && slices.ContainsFunc(d.Nodes, acts):
 		// The threshold holds only with nodes that just came back: wait until enough of them have
 		// been back for ReturnGrace (the oldest first).
 		slices.SortFunc(returned, func(a, b time.Time) int { return a.Compare(b) })
@@ -332,8 +389,16 @@ func Decide(in Input) Decision {
 		}
 	}
 	skip := func(nd *NodeDecision, r SkipReason, m string) { nd.Action, nd.SkipReason, nd.SkipMessage = Skip, r, m }
+	var first *Step
+	if len(in.Steps) > 0 {
+		first = Escalate(EscalationInput{Steps: in.Steps, Now: in.Now, Unhealthy: true}).Next
+	}
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
+		if nd.Action == ContinueRemediation {
+			holdEscalation(in, reason, message, byName[nd.Name], nd, &d)
+			continue
+		}
 		if nd.Action != StartRemediation {
 			continue
 		}
@@ -349,14 +414,94 @@ func Decide(in Input) Decision {
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):
 			// skipped (and d.Next set) by repairBudgetExhausted
+		case n.LeasedBy != "":
+			skip(nd, SkipLeased, leasedMessage(n))
+			d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))
+		case n.ControlPlane && n.EtcdGuard != "":
+			skip(nd, SkipEtcdQuorum, n.EtcdGuard)
+			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
 		case n.ControlPlane && controlPlaneBusy != "":
 			// One control-plane node at a time keeps etcd quorum and the API available.
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))
 		case n.ControlPlane:
 			controlPlaneBusy = n.Name
 		}
+		if nd.Action == StartRemediation {
+			nd.Step = first
+		}
 	}
 	return d
+}
+
+// acts reports whether a node decision creates a CR or times one out now.
+func acts(n NodeDecision) bool {
+	return n.Action == StartRemediation || (n.Action == ContinueRemediation && n.Escalation.Due())
+}
+
+// holdEscalation applies the gate of new remediations to a running remediation whose escalation
+// is due: the NodeHealthCheck's reason (blockers, the threshold, storm recovery, returning nodes),
+// then the node's own (a Cluster API MachineHealthCheck covering it, the exclusion label, a lease
+// someone else holds, the etcd guard). A held escalation times nothing out and starts nothing; the
+// running CR stays. An escalation that is not held makes the decision come back at its deadline.
+func holdEscalation(in Input, reason SkipReason, message string, n *Node, nd *NodeDecision, d *Decision) {
+	if !nd.Escalation.Due() {
+		d.Next = Earliest(d.Next, nd.Escalation.Deadline)
+		return
+	}
+	held := func(r SkipReason, m string) {
+		nd.SkipReason, nd.SkipMessage = r, fmt.Sprintf("escalation of node %s held: %s", n.Name, m)
+		nd.Escalation.TimeOut, nd.Escalation.Next, nd.Escalation.Exhausted = nil, nil, false
+	}
+	switch {
+	case reason != "":
+		held(reason, message)
+	case n.CoveredBy != "":
+		held(SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
+	case n.Excluded:
+		held(SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
+	case n.LeasedBy != "":
+		held(SkipLeased, leasedMessage(n))
+		d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))
+	case n.ControlPlane && n.EtcdGuard != "":
+		held(SkipEtcdQuorum, n.EtcdGuard)
+		d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
+	}
+}
+
+// leasedMessage says who holds the node's lease, and until when.
+func leasedMessage(n *Node) string {
+	until := "it releases it (the lease has no expiry)"
+	if !n.LeasedUntil.IsZero() {
+		until = n.LeasedUntil.UTC().Format(time.RFC3339)
+	}
+	return fmt.Sprintf("node %s is leased by %s until %s (for example for maintenance)", n.Name, n.LeasedBy, until)
+}
+
+// recheck is when a hold that ends at until (zero: unknown) is looked at again.
+func recheck(until, now time.Time) time.Time {
+	if until.IsZero() || !until.After(now) {
+		return now.Add(lease.Recheck)
+	}
+	return until
+}
+
+// MayAct returns the names of the nodes whose decision could create a CR or time one out now, were
+// nothing held: unhealthy nodes without a remediation, and remediating ones whose escalation is
+// due. Their leases and the etcd guard decide whether they do (Node.LeasedBy, Node.EtcdGuard), so
+// a gatherer reads those for these nodes only.
+func (in Input) MayAct() []string {
+	var out []string
+	for _, n := range in.Nodes {
+		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
+		switch {
+		case h.State != Unhealthy:
+		case !n.Remediating:
+			out = append(out, n.Name)
+		case len(n.CRs) > 0 && Escalate(EscalationInput{Steps: in.Steps, CRs: n.CRs, Now: in.Now, Unhealthy: true}).Due():
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // repairBudgetExhausted skips the node when its repair budget is exhausted, and makes the decision

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 // StepKey identifies an escalation step: its template's kind and name (one kind may serve two steps
@@ -57,9 +59,6 @@ type EscalationInput struct {
 	// Unknown to False while the remediator reboots the node), nothing times out and nothing
 	// escalates: escalating mid-reboot would double the disruption.
 	Unhealthy bool
-	// LeaseOverdue is true when the node's lease has been held for the running step three times its
-	// duration: the remediator is stuck, and the running step (or a stale CR) times out now.
-	LeaseOverdue bool
 }
 
 // Escalation is what to do next for one node's remediation.
@@ -85,11 +84,17 @@ type Escalation struct {
 	// Held is true when the running step is over but the node is only soon unhealthy: the decision
 	// waits until the node is unhealthy again.
 	Held bool
+	// Overdue is true when the running step (or a stale CR) is over because it ran for
+	// lease.Overdue of its step: the remediator is stuck.
+	Overdue bool
 }
 
+// Due reports whether the escalation acts now: it times a CR out or starts the next step.
+func (e Escalation) Due() bool { return e.Next != nil || len(e.TimeOut) > 0 }
+
 // Escalate decides, for a node whose remediation runs, whether its current step has timed out
-// (its timeout passed since its CR was created, the CR reports Succeeded=False, or the node's lease
-// is overdue) and which step runs next. A CR that reports Succeeded=True is never marked timed out,
+// (its timeout passed since the step started, the CR reports Succeeded=False, or the step has run
+// for lease.Overdue of its step: the remediator is stuck) and which step runs next. A CR that reports Succeeded=True is never marked timed out,
 // but the next step still starts when its timeout passes and the node is still unhealthy. CRs of
 // steps the spec no longer has hold the node until they end (see Escalation.Stale). With no CRs the
 // first step starts.
@@ -134,15 +139,17 @@ func Escalate(in EscalationInput) Escalation {
 			start = other.TimedOutAt
 		}
 	}
-	deadline := time.Time{}
+	// Overdue is measured from the step's start too, never from a lease's acquisition (see
+	// lease.Overdue): a remediation taken over from the public operator keeps its timers.
+	overdue, deadline := overdue(start, step.Timeout, in.Now)
 	if step.Timeout > 0 {
-		deadline = start.Add(step.Timeout)
+		deadline = Earliest(start.Add(step.Timeout), deadline)
 	}
-	over := c.TimedOut || c.Succeeded == metav1.ConditionFalse || (!deadline.IsZero() && !in.Now.Before(deadline)) || in.LeaseOverdue
+	over := c.TimedOut || c.Succeeded == metav1.ConditionFalse || !in.Now.Before(deadline)
 	if !over {
 		return Escalation{Deadline: deadline, Current: &sorted[current], Started: start}
 	}
-	e := Escalation{Current: &sorted[current], Started: start}
+	e := Escalation{Current: &sorted[current], Started: start, Overdue: overdue && !c.TimedOut}
 	if !in.Unhealthy && !c.TimedOut {
 		e.Held = true
 		return e
@@ -159,8 +166,8 @@ func Escalate(in EscalationInput) Escalation {
 }
 
 // escalateStale handles live CRs of steps the spec no longer has: each one times out after the
-// longest step timeout, when it reports Succeeded=False, or when the lease is overdue; until then no
-// step starts. Once none is live, escalation goes on from the current step.
+// longest step timeout, when it reports Succeeded=False, or when it is overdue (lease.Overdue of the
+// longest step, from its creation); until then no step starts. Once none is live, escalation goes on from the current step.
 func escalateStale(in EscalationInput, sorted []Step, stale []int, current, cr int) Escalation {
 	var longest time.Duration
 	for _, s := range sorted {
@@ -172,11 +179,12 @@ func escalateStale(in EscalationInput, sorted []Step, stale []int, current, cr i
 	}
 	for _, i := range stale {
 		c := in.CRs[i]
-		var deadline time.Time
+		isOverdue, deadline := overdue(c.Created, longest, in.Now)
 		if longest > 0 {
-			deadline = c.Created.Add(longest)
+			deadline = Earliest(c.Created.Add(longest), deadline)
 		}
-		over := c.Succeeded == metav1.ConditionFalse || in.LeaseOverdue || (!deadline.IsZero() && !in.Now.Before(deadline))
+		over := c.Succeeded == metav1.ConditionFalse || !in.Now.Before(deadline)
+		e.Overdue = e.Overdue || isOverdue
 		switch {
 		case over && !in.Unhealthy:
 			e.Held = true
@@ -202,6 +210,13 @@ func escalateStale(in EscalationInput, sorted []Step, stale []int, current, cr i
 	next := Escalate(EscalationInput{Steps: in.Steps, CRs: marked, Now: in.Now, Unhealthy: in.Unhealthy})
 	next.TimeOut = append(e.TimeOut, next.TimeOut...)
 	return next
+}
+
+// overdue reports whether a step that started at start has run for more than lease.Overdue of its
+// timeout at now (more than: the public operator's rule), and the first instant it is.
+func overdue(start time.Time, timeout time.Duration, now time.Time) (bool, time.Time) {
+	at := start.Add(lease.Overdue(timeout)).Add(time.Nanosecond)
+	return !now.Before(at), at
 }
 
 // Earliest returns the earliest non-zero time, or zero when all are zero.

@@ -35,7 +35,6 @@ func TestEscalate(t *testing.T) {
 		exhausted bool
 		deadline  time.Time
 		stale     []int
-		overdue   bool
 		soon      bool
 		held      bool
 	}{
@@ -71,8 +70,6 @@ func TestEscalate(t *testing.T) {
 			crs: []StepCR{cr("ATemplate", "a", 3*time.Minute, timedOut), cr("XTemplate", "x", time.Minute)}, deadline: now.Add(3 * time.Minute), stale: []int{1}},
 		{name: "a stale CR after a timed-out step, once over, lets the next step start",
 			crs: []StepCR{cr("ATemplate", "a", 9*time.Minute, timedOut), cr("XTemplate", "x", 5*time.Minute)}, timeOut: []int{1}, next: "b"},
-		{name: "lease overdue times the running step out", crs: []StepCR{cr("ATemplate", "a", time.Second)}, overdue: true, timeOut: []int{0}, next: "b"},
-		{name: "lease overdue times a stale CR out", crs: []StepCR{cr("XTemplate", "x", time.Second)}, overdue: true, timeOut: []int{0}, next: "a"},
 		{name: "a soon-unhealthy node holds a timed-out step", crs: []StepCR{cr("ATemplate", "a", time.Hour)}, soon: true, held: true},
 		{name: "a soon-unhealthy node holds a failed step", crs: []StepCR{cr("ATemplate", "a", time.Second, failed)}, soon: true, held: true},
 		{name: "a soon-unhealthy node still counts down a running step", crs: []StepCR{cr("ATemplate", "a", 30*time.Second)}, soon: true, deadline: now.Add(30 * time.Second)},
@@ -80,7 +77,7 @@ func TestEscalate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := Escalate(EscalationInput{Steps: steps, CRs: tt.crs, Now: now, Unhealthy: !tt.soon, LeaseOverdue: tt.overdue})
+			e := Escalate(EscalationInput{Steps: steps, CRs: tt.crs, Now: now, Unhealthy: !tt.soon})
 			next := ""
 			if e.Next != nil {
 				next = e.Next.TemplateName
@@ -99,11 +96,39 @@ func TestEscalate(t *testing.T) {
 	}
 }
 
-func TestEscalateSingleTemplateNeverTimesOut(t *testing.T) {
+// A single template has no timeout: its remediation times out only once it is overdue, more than
+// three lease durations (3 x 11 minutes) after its CR was created, and nothing follows it.
+func TestEscalateSingleTemplateTimesOutOnlyWhenOverdue(t *testing.T) {
 	key := StepKey{"ATemplate", "a"}
-	e := Escalate(EscalationInput{Steps: []Step{{StepKey: key}}, CRs: []StepCR{{StepKey: key, Created: now.Add(-240 * time.Hour)}}, Now: now, Unhealthy: true})
-	if e.Next != nil || e.Exhausted || len(e.TimeOut) != 0 || !e.Deadline.IsZero() {
-		t.Fatalf("a single template escalated: %+v", e)
+	steps := []Step{{StepKey: key}}
+	running := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: key, Created: now.Add(-33 * time.Minute)}}, Now: now, Unhealthy: true})
+	if running.Due() || running.Exhausted || running.Overdue || !running.Deadline.Equal(now.Add(time.Nanosecond)) {
+		t.Fatalf("a single template escalated at exactly three lease durations: %+v", running)
+	}
+	overdue := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: key, Created: now.Add(-33*time.Minute - time.Second)}}, Now: now, Unhealthy: true})
+	if overdue.Next != nil || !overdue.Exhausted || !overdue.Overdue || !slices.Equal(overdue.TimeOut, []int{0}) {
+		t.Fatalf("an overdue single template: %+v, want it timed out and nothing next", overdue)
+	}
+	// A CR of a single template the spec no longer references is overdue the same way, and then
+	// the new template's step starts.
+	stale := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: StepKey{"XTemplate", "x"}, Created: now.Add(-34 * time.Minute)}}, Now: now, Unhealthy: true})
+	if stale.Next == nil || stale.Next.StepKey != key || !slices.Equal(stale.TimeOut, []int{0}) {
+		t.Fatalf("an overdue stale CR: %+v, want it timed out and the template's step next", stale)
+	}
+}
+
+// Overdue runs from the step's start, whatever a lease says: a step that started when the previous
+// one was marked timed out is not overdue earlier because the remediation began long ago (the
+// public operator's lease keeps its first acquireTime across steps).
+func TestEscalateOverdueRunsFromTheStepsStart(t *testing.T) {
+	steps := []Step{{StepKey: StepKey{"ATemplate", "a"}, Order: 0, Timeout: 2 * time.Hour}, {StepKey: StepKey{"BTemplate", "b"}, Order: 1, Timeout: 45 * time.Minute}}
+	crs := []StepCR{
+		{StepKey: steps[0].StepKey, Created: now.Add(-151 * time.Minute), TimedOut: true, TimedOutAt: now.Add(-31 * time.Minute)},
+		{StepKey: steps[1].StepKey, Created: now.Add(-31 * time.Minute)},
+	}
+	e := Escalate(EscalationInput{Steps: steps, CRs: crs, Now: now, Unhealthy: true})
+	if e.Due() || e.Overdue || !e.Deadline.Equal(now.Add(14*time.Minute)) {
+		t.Fatalf("step 2, 31 minutes in: %+v, want it running until its 45-minute timeout", e)
 	}
 }
 

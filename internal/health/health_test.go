@@ -2,6 +2,7 @@ package health
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -297,9 +298,11 @@ func (s *simulation) step(t *testing.T) {
 	}
 	s.now = s.now.Add(time.Duration(s.rng.IntN(600)) * time.Second)
 
-	in := Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers, ReturnGrace: s.grace}
+	in := Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers, ReturnGrace: s.grace,
+		Steps: simulatedSteps}
 	d := Decide(in)
 	checkDecision(t, d, s.nodes, s.now)
+	checkGate(t, in, d)
 	// The returning-node hold: nothing starts unless the threshold holds without the nodes that came
 	// back within the grace.
 	returned := 0
@@ -310,6 +313,11 @@ func (s *simulation) step(t *testing.T) {
 	}
 	if len(d.Started()) > 0 && d.Healthy-returned < d.MinHealthy {
 		t.Fatalf("started %v with %d healthy, %d of them back within %s, %d required", d.Started(), d.Healthy, returned, s.grace, d.MinHealthy)
+	}
+	for _, n := range d.Nodes {
+		if n.Action == ContinueRemediation && n.Escalation.Due() && d.Healthy-returned < d.MinHealthy {
+			t.Fatalf("escalated %s with %d healthy, %d of them back within %s, %d required", n.Name, d.Healthy, returned, s.grace, d.MinHealthy)
+		}
 	}
 
 	started := map[string]bool{}
@@ -322,13 +330,31 @@ func (s *simulation) step(t *testing.T) {
 			recovered[n.Name] = true
 		}
 	}
+	escalated := map[string]Escalation{}
+	for _, n := range d.Nodes {
+		if n.Action == ContinueRemediation {
+			escalated[n.Name] = n.Escalation
+		}
+	}
 	remediating, controlPlane := 0, 0
 	for i := range s.nodes {
-		if started[s.nodes[i].Name] {
-			s.nodes[i].Remediating = true
+		n := &s.nodes[i]
+		if started[n.Name] {
+			n.Remediating = true
+			n.CRs = []StepCR{{StepKey: simulatedSteps[0].StepKey, Created: s.now}}
 		}
-		if recovered[s.nodes[i].Name] {
-			s.nodes[i].Remediating = false
+		if e, ok := escalated[n.Name]; ok {
+			// The remediation controller acts on the escalation: marks, then the next step's CR.
+			n.CRs = slices.Clone(n.CRs)
+			for _, j := range e.TimeOut {
+				n.CRs[j].TimedOut, n.CRs[j].TimedOutAt = true, s.now
+			}
+			if e.Next != nil {
+				n.CRs = append(n.CRs, StepCR{StepKey: e.Next.StepKey, Created: s.now})
+			}
+		}
+		if recovered[n.Name] {
+			n.Remediating, n.CRs = false, nil
 		}
 		if s.nodes[i].Remediating {
 			remediating++
@@ -344,6 +370,13 @@ func (s *simulation) step(t *testing.T) {
 	if len(started) > 0 && remediating > len(s.nodes)-d.MinHealthy {
 		t.Fatalf("%d nodes remediating after starting %v, the budget allows %d of %d", remediating, d.Started(), len(s.nodes)-d.MinHealthy, len(s.nodes))
 	}
+}
+
+// simulatedSteps are the escalation steps of the simulated histories.
+var simulatedSteps = []Step{
+	{StepKey: StepKey{"RebootTemplate", "reboot"}, Order: 0, Timeout: 3 * time.Minute},
+	{StepKey: StepKey{"FenceTemplate", "fence"}, Order: 1, Timeout: 10 * time.Minute},
+	{StepKey: StepKey{"ReprovisionTemplate", "reprovision"}, Order: 2, Timeout: 30 * time.Minute},
 }
 
 // checkDecision asserts the safety rules that hold for every decision.
@@ -466,16 +499,30 @@ func FuzzDecide(f *testing.F) {
 				n.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: statuses[int(data[i+1])%len(statuses)],
 					LastTransitionTime: metav1.NewTime(now.Add(-time.Duration(data[i+2]) * 5 * time.Second).Add(time.Duration(skewSeconds%100000) * time.Second))}}
 			}
+			if n.Remediating {
+				n.CRs = []StepCR{{StepKey: simulatedSteps[int(data[i+1])%len(simulatedSteps)].StepKey, Created: now.Add(-time.Duration(data[i+2]) * 10 * time.Second)}}
+			}
+			if data[i]&32 == 32 {
+				n.LeasedBy, n.LeasedUntil = "node-maintenance", now.Add(time.Duration(data[i+2])*time.Second)
+			}
+			if data[i]&64 == 64 {
+				n.EtcdGuard = "the etcd guard pod is Ready=True"
+			}
 			nodes = append(nodes, n)
 		}
 		b := intstr.Parse(budget)
-		in := Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults}
+		in := Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, Steps: simulatedSteps}
 		if len(data) > 0 && data[0]&4 == 4 {
 			in.MaxUnhealthy = &b
 		} else {
 			in.MinHealthy = &b
 		}
-		checkDecision(t, Decide(in), nodes, now)
+		if len(data) > 0 && data[0]&128 == 128 {
+			in.Blockers = []Blocker{{Reason: SkipUpgrade, Message: "upgrading"}}
+		}
+		d := Decide(in)
+		checkDecision(t, d, nodes, now)
+		checkGate(t, in, d)
 	})
 }
 

@@ -2,7 +2,6 @@ package targets
 
 import (
 	"slices"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,6 +15,9 @@ import (
 // healthy-node budget), and its escalation steps time out as the CRs' would. Only the nhc
 // controller, which writes status, advances them (NextSimulated); the remediation controller
 // leaves a dry-run NodeHealthCheck's nodes without real CRs alone.
+
+// Paused reports whether the NodeHealthCheck is paused (spec.pauseRequests).
+func (s *Snapshot) Paused() bool { return len(s.NHC.Spec.PauseRequests) > 0 }
 
 // DryRun reports whether the NodeHealthCheck only observes (spec.dryRun).
 func (s *Snapshot) DryRun() bool { return s.NHC.Spec.DryRun }
@@ -34,8 +36,11 @@ func (s *Snapshot) Simulated(node string) []remediationv1alpha1.DryRunRemediatio
 	return nil
 }
 
-// simulatedEscalation runs the escalation over simulated remediations, as over CRs.
-func (s *Snapshot) simulatedEscalation(sim []remediationv1alpha1.DryRunRemediation, unhealthy bool) health.Escalation {
+// simulatedStepCRs returns simulated remediations as escalation sees CRs.
+func simulatedStepCRs(sim []remediationv1alpha1.DryRunRemediation) []health.StepCR {
+	if len(sim) == 0 {
+		return nil
+	}
 	crs := make([]health.StepCR, len(sim))
 	for i, r := range sim {
 		crs[i] = health.StepCR{StepKey: health.StepKey{TemplateKind: r.Template.Kind, TemplateName: r.Template.Name}, Created: r.Started.Time}
@@ -43,7 +48,7 @@ func (s *Snapshot) simulatedEscalation(sim []remediationv1alpha1.DryRunRemediati
 			crs[i].TimedOut, crs[i].TimedOutAt = true, r.TimedOut.Time
 		}
 	}
-	return health.Escalate(health.EscalationInput{Steps: Steps(&s.NHC.Spec), CRs: crs, Now: s.Now, Unhealthy: unhealthy})
+	return crs
 }
 
 // NextSimulated returns the node's simulated remediations after the decision, as the active
@@ -58,17 +63,17 @@ func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.Dr
 	now := metav1.Time{Time: s.Now}
 	switch d.Action {
 	case health.StartRemediation:
-		first := health.Escalate(health.EscalationInput{Steps: Steps(&s.NHC.Spec), Now: s.Now, Unhealthy: true}).Next
-		if first == nil {
+		if d.Step == nil {
 			return nil
 		}
-		ref, _ := TemplateRef(&s.NHC.Spec, first.StepKey)
+		ref, _ := TemplateRef(&s.NHC.Spec, d.Step.StepKey)
 		return []remediationv1alpha1.DryRunRemediation{{Template: ref, Started: now}}
 	case health.ContinueRemediation:
 		if len(old) == 0 {
 			return nil
 		}
-		e := s.simulatedEscalation(old, d.Health.State == health.Unhealthy)
+		// The decision's escalation over the simulated steps: held as an active one's would be.
+		e := d.Escalation
 		out := slices.Clone(old)
 		for _, i := range e.TimeOut {
 			out[i].TimedOut = &now
@@ -82,18 +87,4 @@ func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.Dr
 		return old
 	}
 	return nil
-}
-
-// simulatedDeadline is the earliest escalation deadline of the simulated remediations (zero: none).
-func (s *Snapshot) simulatedDeadline() time.Time {
-	var next time.Time
-	if !s.DryRun() {
-		return next
-	}
-	for _, u := range s.Stored.Status.UnhealthyNodes {
-		if len(u.DryRunRemediations) > 0 && len(s.CRs[u.Name]) == 0 {
-			next = health.Earliest(next, s.simulatedEscalation(u.DryRunRemediations, true).Deadline)
-		}
-	}
-	return next
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
@@ -319,6 +321,50 @@ func (a *Affected) CREvents() handler.EventHandler {
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			owner(e.Object, q)
+		},
+	}
+}
+
+// LeaseEvents is the event handler for node leases (in the lease namespace): a lease whose holder is
+// not a NodeHealthCheck (a maintenance operator's) that appears, changes holder or goes reconciles
+// the NodeHealthChecks that select its node (the lease's Node owner), so a node held back by it is
+// remediated as soon as it is released, not only when its hold would have expired. Leases held by
+// NodeHealthChecks, which this operator takes and renews itself, reconcile nothing: CR events
+// cover what they change.
+func (a *Affected) LeaseEvents() handler.EventHandler {
+	byLease := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, ref := range obj.GetOwnerReferences() {
+			if ref.Kind != "Node" || ref.APIVersion != "v1" {
+				continue
+			}
+			node := &corev1.Node{}
+			if err := a.reader.Get(ctx, client.ObjectKey{Name: ref.Name}, node, client.UnsafeDisableDeepCopy); err != nil {
+				return // a node not in the cache has no decision to wake
+			}
+			enqueue(q, a.ByNode(node.Labels))
+		}
+	}
+	foreign := func(obj client.Object) bool {
+		l, ok := obj.(*coordinationv1.Lease)
+		return ok && !lease.IsNodeHealthCheckHolder(lease.HolderOf(l))
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if foreign(e.Object) {
+				byLease(ctx, e.Object, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, _ := e.ObjectOld.(*coordinationv1.Lease)
+			updated, _ := e.ObjectNew.(*coordinationv1.Lease)
+			if (foreign(e.ObjectOld) || foreign(e.ObjectNew)) && lease.HolderOf(old) != lease.HolderOf(updated) {
+				byLease(ctx, e.ObjectNew, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if foreign(e.Object) {
+				byLease(ctx, e.Object, q)
+			}
 		},
 	}
 }

@@ -48,6 +48,12 @@ type Gatherer struct {
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
 	// reports false when the API server does not serve the kind. nil: no watch is added.
 	Watch func(schema.GroupVersionKind) (bool, error)
+	// Leases reads node leases (the lease cache both controllers share) in LeaseNamespace
+	// (lease.DefaultNamespace when empty); nil: leases are not read, and no node counts as leased.
+	Leases         client.Reader
+	LeaseNamespace string
+	// Etcd is the etcd guard for control-plane nodes; nil: none.
+	Etcd EtcdChecker
 
 	mu sync.Mutex
 	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
@@ -188,7 +194,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	}
 
 	in := health.Input{Now: now, UnhealthyConditions: s.NHC.Spec.UnhealthyConditions, MinHealthy: s.NHC.Spec.MinHealthy,
-		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere, ReturnGrace: g.ReturnGrace}
+		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere, ReturnGrace: g.ReturnGrace, Steps: Steps(&s.NHC.Spec)}
 	if s.NHC.Spec.HealthyDelay != nil {
 		in.HealthyDelay = &s.NHC.Spec.HealthyDelay.Duration
 	}
@@ -209,7 +215,7 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			s.repairs[n.Name] = s.repairStarts(n)
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
-		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0,
+		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0, CRs: s.stepCRs(n.Name),
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
@@ -242,6 +248,9 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipStorm,
 			Message: "storm recovery is on and its state has not been reported in status yet"})
 	}
+	if err := g.addHolds(ctx, s, &in); err != nil {
+		return nil, err
+	}
 	s.Input = in
 	s.Decision = health.Decide(in)
 	return s, nil
@@ -257,10 +266,24 @@ func (s *Snapshot) SelectedNode(name string) (*corev1.Node, bool) {
 }
 
 // Next is the earliest time the snapshot's decision changes on its own: a node's condition
-// duration, a healthy delay, a storm cooldown, the maximum upgrade pause or a dry-run escalation
-// step's timeout; zero when nothing is pending.
+// duration, a running step's timeout (a dry-run NodeHealthCheck's simulated one too), a healthy
+// delay, a storm cooldown, a hold's end or the maximum upgrade pause; zero when nothing is pending.
 func (s *Snapshot) Next() time.Time {
-	return health.Earliest(s.Decision.Next, s.Upgrade.Expires, s.simulatedDeadline())
+	return health.Earliest(s.Decision.Next, s.Upgrade.Expires)
+}
+
+// stepCRs returns the node's remediation CRs as escalation sees them: its CRs of this
+// NodeHealthCheck, or, for a dry-run NodeHealthCheck without any, its simulated remediations.
+func (s *Snapshot) stepCRs(node string) []health.StepCR {
+	crs := s.CRs[node]
+	if len(crs) == 0 {
+		return simulatedStepCRs(s.Simulated(node))
+	}
+	out := make([]health.StepCR, len(crs))
+	for i := range crs {
+		out[i] = remediationcr.StepCR(&crs[i])
+	}
+	return out
 }
 
 // Node returns the decision about the named node and whether it is selected and not simply healthy.

@@ -10,13 +10,15 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", Ordered, func() {
 	// The budgets and guard pods of one spec must not leak into the next.
 	AfterEach(func(ctx SpecContext) {
-		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(remediation.EtcdNamespace))).To(Succeed())
+		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(lease.EtcdNamespace))).To(Succeed())
 	})
 
 	It("4. remediates when the etcd disruption budget allows a disruption", func(ctx SpecContext) {
@@ -31,6 +33,13 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		n, cp := unhealthyControlPlane(ctx, func(node string) { pod = guardPod(ctx, node, true) })
 		heldByEtcdGuard(ctx, n.Name, cp.Name)
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		// Status tells what runs: the node listed without remediations, not Remediating, and why.
+		Eventually(e.Status(ctx, n)).Should(And(
+			HaveField("Phase", remediationv1alpha1.PhaseEnabled),
+			HaveField("Reason", ContainSubstring("the etcd guard pod %s of node %s is Ready=True", pod.Name, cp.Name)),
+			HaveField("UnhealthyNodes", ConsistOf(And(HaveField("Name", cp.Name), HaveField("Remediations", BeEmpty()))))))
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			ContainSubstring("(EtcdQuorum): the etcd disruption budget allows no disruption")), "the status writer's event names the guard")
 
 		// The node's etcd member goes down: its guard pod is not ready any more.
 		setPodReady(ctx, pod, false)
@@ -73,7 +82,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
-		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(remediation.EtcdNamespace))).To(Succeed())
+		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(lease.EtcdNamespace))).To(Succeed())
 		etcdBudget(ctx, 1)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)

@@ -23,7 +23,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -47,7 +47,7 @@ var _ = BeforeSuite(func() {
 	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
 		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate})
 	})
-	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.EtcdNamespace}})).To(Succeed())
+	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.EtcdNamespace}})).To(Succeed())
 })
 
 var _ = AfterSuite(func() { e.Stop() })
@@ -60,7 +60,7 @@ func crsOf(ctx context.Context, node string) func() []unstructured.Unstructured 
 func etcdBudget(ctx context.Context, allowed int32) {
 	one := intstr.FromInt32(1)
 	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Namespace: remediation.EtcdNamespace, Name: e.Unique("etcd-guard-pdb")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: lease.EtcdNamespace, Name: e.Unique("etcd-guard-pdb")},
 		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guard"}}},
 	}
 	e.Create(ctx, pdb)
@@ -71,7 +71,7 @@ func etcdBudget(ctx context.Context, allowed int32) {
 // guardPod creates the node's etcd guard pod, ready or not.
 func guardPod(ctx context.Context, node string, ready bool) *corev1.Pod {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: remediation.EtcdNamespace, Name: "etcd-guard-" + node, Labels: map[string]string{"app": "guard"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: lease.EtcdNamespace, Name: "etcd-guard-" + node, Labels: map[string]string{"app": "guard"}},
 		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "guard", Image: "guard"}}},
 	}
 	e.Create(ctx, pod)

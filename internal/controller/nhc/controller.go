@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -62,6 +64,14 @@ type Reconciler struct {
 	// Templates reads remediation templates with the rights remediators grant; nil: through the
 	// cache, watching every template kind (tests of this controller alone).
 	Templates *templateaccess.Reader
+	// Leases reads node leases in LeaseNamespace (lease.DefaultNamespace when empty): the lease cache
+	// the remediation controller takes them through, so a node held back by a lease another party
+	// holds is reported as it is decided. nil: leases are not read (this controller alone).
+	Leases         client.Reader
+	LeaseNamespace string
+	// APIReader reads around the cache: the etcd guard's disruption budget and guard pods, for a
+	// control-plane node on OpenShift that could be remediated now. nil: no etcd guard.
+	APIReader client.Reader
 	// StartWait is how long, in real time, the status write waits for the remediation controller's
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
@@ -126,7 +136,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
-		}}
+		},
+		Leases: r.Leases, LeaseNamespace: r.LeaseNamespace}
+	if r.APIReader != nil {
+		r.targets.Etcd = &targets.EtcdReader{Reader: r.APIReader, Mapper: mgr.GetRESTMapper()}
+	}
+	if leases, ok := r.Leases.(cache.Cache); ok {
+		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, affected.LeaseEvents())); err != nil {
+			return fmt.Errorf("watching node leases: %w", err)
+		}
+	}
 	if r.Templates != nil {
 		r.targets.Access = r.Templates
 	}

@@ -109,6 +109,10 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
 			"Skipped remediation of %d unhealthy node(s) (%s): %s", len(skipped), skipped[0].SkipReason, skipped[0].SkipMessage)
 	}
+	if held := d.Held(); len(held) > 0 && old.Status.Reason != updated.Status.Reason {
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "HoldEscalation",
+			"Held the escalation of %d running remediation(s) (%s): %s; the running CRs continue", len(held), held[0].SkipReason, held[0].SkipMessage)
+	}
 }
 
 // emitUpgradeEvents reports the UpgradeInProgress condition's transitions into and out of True.

@@ -159,14 +159,16 @@ func remediations(crs []unstructured.Unstructured, old *remediationv1alpha1.Unhe
 func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating, would []string, d health.Decision, problem *targets.Problem,
 	upgradeBlock string) (remediationv1alpha1.NHCPhase, string) {
 	skipNote := skippedNote(d.Skipped())
+	held := heldNote(d.Held())
 	switch {
 	case problem != nil:
-		return remediationv1alpha1.PhaseDisabled, problem.Message
+		return remediationv1alpha1.PhaseDisabled, problem.Message + held
 	case len(nhc.Spec.PauseRequests) > 0:
-		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ")
+		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + strings.Join(nhc.Spec.PauseRequests, "; ") + held
 	case upgradeBlock != "":
-		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + upgradeBlock
+		return remediationv1alpha1.PhasePaused, "Paused, no new remediation starts: " + upgradeBlock + held
 	case len(remediating) > 0:
+		skipNote = held + skipNote
 		return remediationv1alpha1.PhaseRemediating, fmt.Sprintf("Remediating %d node(s): %s%s", len(remediating), strings.Join(remediating, ", "), skipNote)
 	case len(would) > 0:
 		return remediationv1alpha1.PhaseEnabled, fmt.Sprintf("Dry run, no remediation starts: would be remediating %d node(s): %s%s", len(would), strings.Join(would, ", "), skipNote)
@@ -276,6 +278,22 @@ func setStormConditions(conditions *[]metav1.Condition, nhc *remediationv1alpha1
 // maxNamedSkips bounds how many skipped nodes the reason names, so it stays readable in
 // `kubectl get nhc`; the count covers the rest.
 const maxNamedSkips = 5
+
+// heldNote lists the running remediations whose escalation is due but held, and why.
+func heldNote(held []health.NodeDecision) string {
+	if len(held) == 0 {
+		return ""
+	}
+	var parts []string
+	for i, n := range held {
+		if i == maxNamedSkips {
+			parts = append(parts, fmt.Sprintf("and %d more", len(held)-maxNamedSkips))
+			break
+		}
+		parts = append(parts, n.SkipMessage)
+	}
+	return fmt.Sprintf("; %d escalation(s) held: %s", len(held), strings.Join(parts, ", "))
+}
 
 // skippedNote lists the unhealthy nodes that are not remediated, and why.
 func skippedNote(skipped []health.NodeDecision) string {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,6 +35,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -168,8 +171,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if r.Leases == nil {
-		if r.Leases, err = newLeaseCache(mgr, r.leaseNamespace()); err != nil {
+		if r.Leases, err = NewLeaseCache(mgr, r.leaseNamespace()); err != nil {
 			return err
+		}
+	}
+	if leases, ok := r.Leases.(cache.Cache); ok {
+		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, r.affected.LeaseEvents())); err != nil {
+			return fmt.Errorf("watching node leases: %w", err)
 		}
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
@@ -183,7 +191,8 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace}
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
+			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
 		}
@@ -236,8 +245,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 		}
 	}
-	for _, node := range snap.Orphans {
-		act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
+	// A paused NodeHealthCheck leaves the CRs of nodes it no longer selects alone until it is
+	// unpaused, as the public operator does (its CRs of selected nodes that are healthy again are
+	// still removed after healthyDelay).
+	if !snap.Paused() {
+		for _, node := range snap.Orphans {
+			act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
+		}
 	}
 	// New remediations start in parallel (parallelStarts at a time); the rest acts in order. A
 	// dry-run NodeHealthCheck touches only the CRs it created before dry-run was set: it starts
@@ -294,9 +308,9 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 		return r.start(ctx, snap, d)
 	case health.ContinueRemediation:
 		errDelay := r.markHealthyDelay(ctx, crs, "") // failed again: the delay is over
-		deadline, renewAt, errEscalate := r.escalate(ctx, snap, d)
+		renewAt, errEscalate := r.escalate(ctx, snap, d)
 		flagAt, errFlag := r.flagOld(ctx, nhc, node, crs, snap.Now)
-		return health.Earliest(deadline, renewAt, flagAt), errors.Join(errDelay, errEscalate, errFlag)
+		return health.Earliest(renewAt, flagAt), errors.Join(errDelay, errEscalate, errFlag)
 	case health.HealthyDelayed:
 		since := snap.Now
 		if n, ok := nodeInput(snap, node); ok && !n.HealthySince.IsZero() {
@@ -306,8 +320,26 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 	case health.Recovered:
 		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
 			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
+	case health.Skip:
+		r.reportHold(ctx, snap, d)
 	}
 	return time.Time{}, nil // healthy, soon unhealthy, or skipped: nothing to do
+}
+
+// reportHold says, once per holder, why a node the remediation controller would remediate now is
+// held back by the node's own state: a lease another party holds, or the etcd guard. (The nhc
+// controller reports every skip reason in status and its own event.)
+func (r *Reconciler) reportHold(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) {
+	n, ok := nodeInput(snap, d.Name)
+	if !ok {
+		return
+	}
+	switch d.SkipReason {
+	case health.SkipLeased:
+		r.leaseBusy(snap.Stored, d.Name, leaseResult{otherHolder: n.LeasedBy, expires: n.LeasedUntil})
+	case health.SkipEtcdQuorum:
+		r.reportOnce(ctx, snap.Stored, d.Name, "etcd/"+d.Name+"/"+n.EtcdGuard, "Not remediating control-plane node %s yet: %s", d.Name, n.EtcdGuard)
+	}
 }
 
 // starts reports whether the decision starts a remediation on some node.
@@ -338,7 +370,7 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 	if n, ok := nodeInput(snap, d.Name); ok && n.ControlPlane {
 		return r.controlPlaneStart(ctx, snap, d)
 	}
-	return r.startNow(ctx, snap, d.Name)
+	return r.startNow(ctx, snap, d)
 }
 
 // controlPlaneStart starts a control-plane node's remediation one at a time across NodeHealthChecks
@@ -352,22 +384,19 @@ func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapsh
 	if err != nil {
 		return time.Time{}, err
 	}
-	if again, ok := fresh.Node(d.Name); !ok || again.Action != health.StartRemediation {
+	again, ok := fresh.Node(d.Name)
+	if !ok || again.Action != health.StartRemediation {
 		return fresh.Next(), nil // decided otherwise now; the CR's event brings the next decision
 	}
-	return r.startNow(ctx, fresh, d.Name)
+	return r.startNow(ctx, fresh, again)
 }
 
-// startNow takes the node's lease and creates its first CR, after the etcd guard for a control-plane
-// node on OpenShift. It returns when to look again.
-func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node string) (time.Time, error) {
-	nhc, now := snap.Stored, snap.Now
-	first := health.Escalate(health.EscalationInput{Steps: targets.Steps(&snap.NHC.Spec), Now: now, Unhealthy: true}).Next
-	if first == nil {
+// startNow takes the node's lease and creates the CR of the decision's first step (the decision
+// weighed the lease as the cache shows it, and the etcd guard). It returns when to look again.
+func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
+	nhc, node, now := snap.Stored, d.Name, snap.Now
+	if d.Step == nil {
 		return time.Time{}, nil
-	}
-	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
-		return retryAt, err
 	}
 	// The lease cache first: where it shows no lease, the lease is created with one request (one
 	// another operator took a moment ago, which the cache does not show yet, makes the create fail,
@@ -381,7 +410,7 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node 
 	if err != nil {
 		return time.Time{}, err
 	}
-	held, err := r.holdLease(ctx, nhc, node, lease, leaseDuration(first.Timeout), now, now)
+	held, err := r.holdLease(ctx, nhc, node, lease, nodelease.Duration(d.Step.Timeout), now, now)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -389,59 +418,30 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node 
 		r.leaseBusy(nhc, node, held)
 		return held.retryAt, nil
 	}
-	return held.renewAt, r.create(ctx, snap, node, first.StepKey)
+	return held.renewAt, r.create(ctx, snap, node, d.Step.StepKey)
 }
 
-// etcdRetry is how soon a control-plane node blocked by the etcd guard is looked at again: etcd
-// members come back within about a minute after a reboot, and the guard pods follow them.
-const etcdRetry = time.Minute
-
-// etcdGuard keeps a control-plane node on OpenShift from being remediated while that could break
-// etcd quorum; it says so in an event and retries in a minute.
-func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, now time.Time) (time.Time, bool, error) {
-	n := &corev1.Node{}
-	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-		return time.Time{}, false, client.IgnoreNotFound(err)
-	}
-	if !remediationcr.IsControlPlane(n.Labels) {
-		return time.Time{}, false, nil
-	}
-	openShift, err := r.isOpenShift()
-	if err != nil || !openShift {
-		return time.Time{}, err != nil, err
-	}
-	ok, why, err := r.etcdAllowsRemediation(ctx, node)
-	if err != nil {
-		return time.Time{}, true, err
-	}
-	if ok {
-		ctrl.LoggerFrom(ctx).Info("etcd quorum allows remediating the control-plane node", "node", node)
-		return time.Time{}, false, nil
-	}
-	r.reportOnce(ctx, nhc, node, "etcd/"+node+"/"+why, "Not remediating control-plane node %s yet: %s", node, why)
-	return now.Add(etcdRetry), true, nil
-}
-
-// escalate moves a running remediation on when its step timed out or failed: it marks the step's CR
-// with the nhc-timed-out annotation and creates the next step's CR, while the node is unhealthy. It
-// returns when the running step times out, and when the node's lease is renewed.
-func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (deadline, renewAt time.Time, err error) {
+// escalate carries out the decision's escalation of a running remediation: while it is due and
+// not held, it takes the node's lease for the step that runs from now on, marks the step that timed
+// out, failed or is overdue with the nhc-timed-out annotation and creates the next step's CR. A lease
+// someone else holds stops it exactly as it stops a first step; a held escalation (the gate of new
+// remediations is closed) changes nothing but renews the lease of the running step. It returns
+// when the node's lease is renewed.
+func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (renewAt time.Time, err error) {
 	nhc, node, crs, now := snap.Stored, d.Name, snap.CRs[d.Name], snap.Now
-	steps := targets.Steps(&snap.NHC.Spec)
-	stepCRs := make([]health.StepCR, 0, len(crs))
+	e := d.Escalation
+	stepCRs := make([]health.StepCR, len(crs))
 	for i := range crs {
-		stepCRs = append(stepCRs, remediationcr.StepCR(&crs[i]))
+		stepCRs[i] = remediationcr.StepCR(&crs[i])
 	}
-	lease, err := r.getLease(ctx, node, false)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	e := health.Escalate(health.EscalationInput{Steps: steps, CRs: stepCRs, Now: now,
-		Unhealthy: d.Health.State == health.Unhealthy, LeaseOverdue: leaseOverdue(lease, leaseHolder(nhc), now)})
 	for _, i := range e.Stale {
 		r.reportOnce(ctx, nhc, node, "stale/"+string(crs[i].GetUID()),
 			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
 			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
+	}
+	if d.EscalationHeld() {
+		r.reportOnce(ctx, nhc, node, "held/"+node+"/"+string(d.SkipReason)+"/"+e.Started.String(),
+			"%s; the running remediation continues, and the next step is decided again once nothing holds it (%s)", capitalize(d.SkipMessage), d.SkipReason)
 	}
 
 	if e.Next != nil && snap.DryRun() {
@@ -455,35 +455,42 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		e.Next = nil
 	}
 
-	// Hold the node's lease for the step that runs from now on.
+	// Hold the node's lease for the step that runs from now on, before anything is marked or
+	// created.
 	var leaseFor time.Duration
 	stepStart := e.Started
 	switch {
 	case e.Next != nil:
-		leaseFor, stepStart = leaseDuration(e.Next.Timeout), now
+		leaseFor, stepStart = nodelease.Duration(e.Next.Timeout), now
 	case e.Current != nil:
-		leaseFor = leaseDuration(e.Current.Timeout)
+		leaseFor = nodelease.Duration(e.Current.Timeout)
 	case len(e.Stale) > 0:
-		leaseFor, stepStart = leaseDuration(longestTimeout(steps)), stepCRs[e.Stale[0]].Created
+		leaseFor, stepStart = nodelease.Duration(longestTimeout(targets.Steps(&snap.NHC.Spec))), stepCRs[e.Stale[0]].Created
 	}
 	if leaseFor > 0 {
+		lease, err := r.getLease(ctx, node, false)
+		if err != nil {
+			return time.Time{}, err
+		}
 		held, err := r.holdLease(ctx, nhc, node, lease, leaseFor, stepStart, now)
 		if err != nil {
-			return time.Time{}, time.Time{}, err
+			return time.Time{}, err
+		}
+		if !held.held {
+			// A lease someone else holds stops an escalation exactly as it stops a first step:
+			// nothing is marked and nothing is created while they hold it.
+			r.leaseBusy(nhc, node, held)
+			return held.retryAt, nil
 		}
 		renewAt = held.renewAt
-		if !held.held {
-			renewAt = held.retryAt
-			r.leaseBusy(nhc, node, held)
-		}
 	}
 
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.NHCTimedOutAnnotation, ptr.To(now.UTC().Format(time.RFC3339))); err != nil {
-			return time.Time{}, renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
+			return renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
-		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "leaseOverdue", leaseOverdue(lease, leaseHolder(nhc), now))
+		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "overdue", e.Overdue)
 		if e.Exhausted {
 			r.event(nhc, corev1.EventTypeWarning, EventReasonNoTemplateLeft, "Escalate",
 				"Node %s is still unhealthy and its last remediation (%s) timed out or failed: no remediation template is left; the node stays listed until it recovers or is deleted",
@@ -491,9 +498,17 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		}
 	}
 	if e.Next != nil {
-		return e.Deadline, renewAt, r.create(ctx, snap, node, e.Next.StepKey)
+		return renewAt, r.create(ctx, snap, node, e.Next.StepKey)
 	}
-	return e.Deadline, renewAt, nil
+	return renewAt, nil
+}
+
+// capitalize returns the note with its first letter in upper case (events start with a capital).
+func capitalize(note string) string {
+	if note == "" {
+		return note
+	}
+	return strings.ToUpper(note[:1]) + note[1:]
 }
 
 func longestTimeout(steps []health.Step) time.Duration {
@@ -791,7 +806,7 @@ func (r *Reconciler) getLease(ctx context.Context, node string, fresh bool) (*co
 		reader = r.reader()
 	}
 	lease := &coordinationv1.Lease{}
-	err := reader.Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: leaseName(node)}, lease)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: nodelease.Name(node)}, lease)
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

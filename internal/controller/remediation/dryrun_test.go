@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -123,14 +124,19 @@ var _ = Describe("Dry-run", func() {
 		Expect(wouldRemediate(dry.Name, b[0].Name, kindA.kind)).To(Equal(-1.0), "the series of the step that timed out is gone")
 		Consistently(stepCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
-		By("two more fail: over the threshold in both pools, the new ones are held back and the first continues")
+		By("two more fail: over the threshold in both pools, the new ones are held back and the first continues, its last step's timeout held too")
 		for _, pool := range [][]*corev1.Node{a, b} {
 			e.SetReady(ctx, pool[1], corev1.ConditionUnknown, 0)
 			e.SetReady(ctx, pool[2], corev1.ConditionUnknown, 0)
 		}
 		e.Step(ctx, 5*time.Minute)
-		same("ContinueRemediation ", "Skip HealthyNodeThreshold", "Skip HealthyNodeThreshold", "no action")
+		same("ContinueRemediation HealthyNodeThreshold", "Skip HealthyNodeThreshold", "Skip HealthyNodeThreshold", "no action")
 		Consistently(stepCRs(ctx, a[1].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		annotations := func(cr unstructured.Unstructured) map[string]string { return cr.GetAnnotations() }
+		Expect(stepCRs(ctx, a[0].Name)()).To(HaveExactElements(
+			WithTransform(annotations, HaveKey(remediationv1alpha1.NHCTimedOutAnnotation)),
+			WithTransform(annotations, Not(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation)))), "the running step is not marked while the gate is closed")
+		Expect(simulated(ctx, dry, b[0].Name)()).To(HaveExactElements(HaveField("TimedOut", Not(BeNil())), HaveField("TimedOut", BeNil())))
 
 		By("they recover: the active one's CRs go, the dry-run one's record too")
 		for _, pool := range [][]*corev1.Node{a, b} {

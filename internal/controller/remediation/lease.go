@@ -2,11 +2,8 @@ package remediation
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -14,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,63 +18,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 )
 
-// DefaultLeaseNamespace is where node leases live unless configured otherwise; other operators that
-// touch nodes (maintenance, upgrades) coordinate through the same leases.
-const DefaultLeaseNamespace = "medik8s-leases"
+// DefaultLeaseNamespace is where node leases live unless configured otherwise.
+const DefaultLeaseNamespace = nodelease.DefaultNamespace
 
-const (
-	// singleTemplateLeaseStep is the step duration a lease assumes for a single remediationTemplate,
-	// which has no timeout.
-	singleTemplateLeaseStep = 10 * time.Minute
-	// leaseBuffer is added to the step duration so the lease outlives the step it covers.
-	leaseBuffer = time.Minute
-	// leaseOverdueFactor: a remediation holding its lease for this many lease durations is timed out.
-	leaseOverdueFactor = 3
-	// leaseRecheck is how soon a lease another party holds without an expiry (no duration or renew
-	// time) is looked at again.
-	leaseRecheck = time.Minute
-	// stepStartSlack is how much later than the lease's acquireTime a step may start and still be
-	// the step the lease was acquired for (see takeLease); escalation steps last minutes.
-	stepStartSlack = 10 * time.Second
-)
+// stepStartSlack is how much later than the lease's acquireTime a step may start and still be the
+// step the lease was acquired for (see takeLease); escalation steps last minutes.
+const stepStartSlack = 10 * time.Second
 
-// leaseName is the name of a node's lease: "node-<node>", the public operator's. A node name so long
-// that the prefix would make it an invalid name is cut and completed with a hash of the whole name,
-// so every node still has its own lease.
-func leaseName(node string) string {
-	name := "node-" + node
-	if len(name) <= validation.DNS1123SubdomainMaxLength {
-		return name
-	}
-	sum := sha256.Sum256([]byte(node))
-	suffix := "-" + hex.EncodeToString(sum[:8])
-	head := strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
-	return head + suffix
-}
-
-// leaseHolder is this NodeHealthCheck's holder identity.
-func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string {
-	return "NodeHealthCheck-" + nhc.Name
-}
-
-// leaseDuration is the lease duration for a step: its timeout (or 10 minutes for a single
-// template) plus a minute, at most what a lease can hold.
-func leaseDuration(stepTimeout time.Duration) time.Duration {
-	if stepTimeout <= 0 {
-		stepTimeout = singleTemplateLeaseStep
-	}
-	return min(stepTimeout, maxLeaseDuration-leaseBuffer) + leaseBuffer
-}
-
-// maxLeaseDuration is the longest duration a Lease holds (leaseDurationSeconds is an int32).
-const maxLeaseDuration = time.Duration(math.MaxInt32) * time.Second
-
-// leaseSeconds is the duration in whole seconds, as a Lease holds it.
-func leaseSeconds(d time.Duration) int32 {
-	return int32(min(d, maxLeaseDuration) / time.Second)
-}
+func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string { return nodelease.Holder(nhc.Name) }
 
 // leaseResult says whether the node's lease is ours.
 type leaseResult struct {
@@ -92,44 +42,20 @@ type leaseResult struct {
 	renewAt time.Time
 }
 
-// foreignHold reports whether another party holds the lease at now, and until when (zero: no
-// expiry is known, because it has no duration or renew time: it is held until it is released).
-func foreignHold(lease *coordinationv1.Lease, holder string, now time.Time) (bool, time.Time) {
-	if lease == nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || *lease.Spec.HolderIdentity == holder {
-		return false, time.Time{}
-	}
-	if lease.Spec.LeaseDurationSeconds == nil || lease.Spec.RenewTime == nil {
-		return true, time.Time{}
-	}
-	expires := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
-	return now.Before(expires), expires
-}
-
-// leaseOverdue reports whether we have held the lease for the running step more than
-// leaseOverdueFactor lease durations: the remediator is stuck.
-func leaseOverdue(lease *coordinationv1.Lease, holder string, now time.Time) bool {
-	if lease == nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != holder ||
-		lease.Spec.AcquireTime == nil || lease.Spec.LeaseDurationSeconds == nil {
-		return false
-	}
-	held := time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
-	return now.After(lease.Spec.AcquireTime.Add(leaseOverdueFactor * held))
-}
-
 // takeLease acquires or renews the node's lease (as read: nil when there is none) for this
 // NodeHealthCheck with the step's duration. stepStart is when the covered step started: the lease's
 // acquireTime, from which it becomes overdue.
 func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, lease *coordinationv1.Lease,
 	duration time.Duration, stepStart, now time.Time) (leaseResult, error) {
 	holder := leaseHolder(nhc)
-	seconds := leaseSeconds(duration)
+	seconds := nodelease.Seconds(duration)
 	if lease == nil {
 		n := &corev1.Node{}
 		if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return leaseResult{}, fmt.Errorf("getting node %s for its lease: %w", node, err)
 		}
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.leaseNamespace(), Name: leaseName(node),
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.leaseNamespace(), Name: nodelease.Name(node),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
 				AcquireTime: &metav1.MicroTime{Time: stepStart}, RenewTime: &metav1.MicroTime{Time: now}},
@@ -140,10 +66,10 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		r.awaitLease(ctx, lease, false)
 		return leaseResult{held: true, renewAt: now.Add(duration / 3)}, nil
 	}
-	if other, expires := foreignHold(lease, holder, now); other {
+	if other, expires := nodelease.ForeignHold(lease, holder, now); other {
 		retryAt := expires
 		if retryAt.IsZero() {
-			retryAt = now.Add(leaseRecheck)
+			retryAt = now.Add(nodelease.Recheck)
 		}
 		return leaseResult{otherHolder: *lease.Spec.HolderIdentity, expires: expires, retryAt: retryAt}, nil
 	}
@@ -322,11 +248,13 @@ func (r *Reconciler) leaseReader() client.Reader {
 	return r.Leases
 }
 
-// newLeaseCache returns a cache of the Leases in the lease namespace, and only there, added to the
+// NewLeaseCache returns a cache of the Leases in the lease namespace, and only there, added to the
 // manager: renewals then read no lease from the API server, and the operator needs no right to
 // list or watch Leases elsewhere (the kubelets' heartbeats in kube-node-lease alone would be
-// thousands of updates a minute on a large cluster). It informs on Leases once first read.
-func newLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
+// thousands of updates a minute on a large cluster). It informs on Leases once first read. Both
+// controllers read it: the status writer reports what holds a node back from the same leases the
+// remediation controller takes.
+func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultNamespaces: map[string]cache.Config{namespace: {}}, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
@@ -336,18 +264,4 @@ func newLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 		return nil, fmt.Errorf("adding the node lease cache: %w", err)
 	}
 	return c, nil
-}
-
-// LeaseName is the name of the node's lease in the lease namespace (for kubectl nhc explain).
-func LeaseName(node string) string { return leaseName(node) }
-
-// LeaseHolder is the holder identity of the NodeHealthCheck named nhc.
-func LeaseHolder(nhc string) string {
-	return leaseHolder(&remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: nhc}})
-}
-
-// ForeignHold reports whether a holder other than holder holds the lease at now, and until when
-// (zero: until it is released).
-func ForeignHold(lease *coordinationv1.Lease, holder string, now time.Time) (bool, time.Time) {
-	return foreignHold(lease, holder, now)
 }

@@ -96,6 +96,12 @@ var _ = Describe("Node leases", func() {
 		// Listed without remediations once the status write has waited its moment for the first CR
 		// (nhc.DefaultStartWait).
 		Eventually(heldBack(ctx, n, sick.Name)).Should(BeTrue(), "listed without remediations while the lease holds it back")
+		// Status tells what runs: no remediation, and who holds the node.
+		st := e.Status(ctx, n)()
+		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled), st.Reason)
+		Expect(st.Reason).To(ContainSubstring("node %s is leased by %s until", sick.Name, holder))
+		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+			ContainSubstring("(%s): node %s is leased by %s", "NodeLeased", sick.Name, holder)), "the status writer's event names the holder too")
 
 		e.Step(ctx, 119*time.Second)
 		e.Touch(ctx, n)
@@ -107,19 +113,21 @@ var _ = Describe("Node leases", func() {
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 
-	It("3. times the remediation out when its lease is overdue by three durations", func(ctx SpecContext) {
+	It("3. times the remediation out when its step is overdue by three lease durations", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
-		acquired := nodeLease(ctx, sick.Name)().Spec.AcquireTime.Time
+		// The step started when its CR was created (the API server's clock), whatever the lease's
+		// acquireTime says: the public operator's leases keep the first step's.
+		started := testCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
 		timedOut := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
 
-		e.Clock.SetTime(acquired.Add(33 * time.Minute)) // 3 x 11m: not beyond yet
+		e.Clock.SetTime(started.Add(33 * time.Minute)) // 3 x 11m: not beyond yet
 		e.Touch(ctx, n)
 		renewedNow(ctx, sick.Name)
 		Consistently(timedOut).WithTimeout(time.Second).ShouldNot(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
-		e.Clock.SetTime(acquired.Add(33*time.Minute + time.Second))
+		e.Clock.SetTime(started.Add(33*time.Minute + time.Second))
 		e.Touch(ctx, n)
 		Eventually(timedOut).Should(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))

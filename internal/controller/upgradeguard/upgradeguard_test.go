@@ -105,7 +105,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Expect(gateMetric("test-detector", "open")()).To(Equal(1.0))
 	})
 
-	It("holds new remediations while the pause ConfigMap exists; a running one escalates and ends; the waiting one starts within a second of the resume", func(ctx SpecContext) {
+	It("holds new remediations while the pause ConfigMap exists, and a running one's escalation; both go on within a second of the resume", func(ctx SpecContext) {
 		t1, t2 := multiTemplate(ctx), multiTemplate(ctx)
 		n, nodes := workers(ctx, 5, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = nil
@@ -131,21 +131,27 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Expect(st.ObservedNodes).To(PointTo(Equal(5)))
 		Expect(st.HealthyNodes).To(PointTo(Equal(3)), "counts stay accurate while paused")
 
-		By("escalating the running remediation")
+		By("holding the running remediation's escalation: its step times out while paused")
 		e.Step(ctx, 6*time.Minute) // the CR was created a few real seconds after the clock was set
-		e.Touch(ctx, n)            // the remediation controller looks again
-		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(2))
-		By("ending it when its node recovers")
-		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
-		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty())
-		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(500 * time.Millisecond).Should(BeEmpty())
+		e.Touch(ctx, n)            // both controllers look again
+		// The remediation controller decided after the step timed out: it says the escalation is held.
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+			And(ContainSubstring("scalation of node %s held", running.Name), ContainSubstring("pause ConfigMap default/pause-remediation exists"))))
+		Consistently(e.TestCRs(ctx, running.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Expect(e.TestCRs(ctx, running.Name)()[0].GetAnnotations()).NotTo(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation), "the running step is not told to stop")
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("escalation of node %s held", running.Name))
 
 		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
+		By("the resume: the escalation is decided again and goes on, and the waiting one starts")
+		Eventually(e.TestCRs(ctx, running.Name)).WithTimeout(time.Second).Should(HaveLen(2))
 		// Its first step starts; the clock stepped past that step's timeout above, so the second
 		// may follow at once.
 		Eventually(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).ShouldNot(BeEmpty())
 		Expect(e.TestCRs(ctx, waiting.Name)()).To(ContainElement(HaveField("Object", HaveKeyWithValue("metadata",
 			HaveKeyWithValue("annotations", HaveKeyWithValue(remediationv1alpha1.TemplateNameAnnotation, t1))))))
+		By("ending the running one when its node recovers")
+		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
+		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty())
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
 		Eventually(e.Events(ctx, cm.Name)).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
