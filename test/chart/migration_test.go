@@ -89,6 +89,7 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	for name, group := range map[string]string{
 		"classic-sick": "classic", "classic-ok-1": "classic", "classic-ok-2": "classic",
 		"esc-step2": "escalating", "esc-step1": "escalating", "esc-ok-1": "escalating", "esc-ok-2": "escalating",
+		"long-step2": "long", "long-marked": "long", "long-ok-1": "long", "long-ok-2": "long", "long-ok-3": "long",
 	} {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"migration": group}}}
 		g.Expect(k.Create(ctx, n)).To(gomega.Succeed())
@@ -126,7 +127,19 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 			},
 		},
 	}}
-	for _, nhc := range []*unstructured.Unstructured{classic, escalating} {
+	// A NodeHealthCheck whose first step is long: its remediations began hours before the switch.
+	long := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "remediation.medik8s.io/v1alpha1", "kind": "NodeHealthCheck", "metadata": map[string]any{"name": "long"},
+		"spec": map[string]any{
+			"selector":   map[string]any{"matchLabels": map[string]any{"migration": "long"}},
+			"minHealthy": "51%",
+			"escalatingRemediations": []any{
+				map[string]any{"order": int64(0), "timeout": "2h", "remediationTemplate": templateRef(snr)},
+				map[string]any{"order": int64(1), "timeout": "45m", "remediationTemplate": templateRef(powerOff)},
+			},
+		},
+	}}
+	for _, nhc := range []*unstructured.Unstructured{classic, escalating, long} {
 		g.Expect(k.Create(ctx, nhc)).To(gomega.Succeed())
 	}
 
@@ -142,7 +155,22 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	})
 	nextStep := upstreamCR(testKind, powerOff, "esc-step2", escalating)
 	classicCR := upstreamCR(testKind, reboot, "classic-sick", classic)
-	for _, cr := range []*unstructured.Unstructured{runningStep, timedOutStep, nextStep, classicCR} {
+	// Under "long", with timestamps from before the switch (a CR's creationTimestamp is the API
+	// server's, so the CRs themselves are new): long-step2 has been at its second step for 31
+	// minutes, after a first step that ran two hours; long-marked's first step timed out 31 minutes
+	// ago and the public operator stopped before it created the next. Their leases were acquired for
+	// the first step, 2h31m ago, and kept across steps, as medik8s/common does.
+	remediationBegan, markedAt := time.Now().Add(-151*time.Minute), metav1.NewTime(time.Now().Add(-31*time.Minute).Truncate(time.Second))
+	markedUpstream := func(cr *unstructured.Unstructured) *unstructured.Unstructured {
+		a := cr.GetAnnotations()
+		a[remediationv1alpha1.NHCTimedOutAnnotation] = markedAt.UTC().Format(time.RFC3339)
+		cr.SetAnnotations(a)
+		return cr
+	}
+	longFirst := markedUpstream(upstreamCR(snrKind, snr, "long-step2", long))
+	longSecond := upstreamCR(testKind, powerOff, "long-step2", long)
+	longMarked := markedUpstream(upstreamCR(snrKind, snr, "long-marked", long))
+	for _, cr := range []*unstructured.Unstructured{runningStep, timedOutStep, nextStep, classicCR, longFirst, longSecond, longMarked} {
 		g.Expect(k.Create(ctx, cr)).To(gomega.Succeed())
 	}
 	stepStarted := runningStep.GetCreationTimestamp().Time
@@ -154,6 +182,14 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 		"classic-sick": upstreamLease(nodes["classic-sick"], classic, 11*time.Minute, classicCR, classicCR),
 		"esc-step2":    upstreamLease(nodes["esc-step2"], escalating, 11*time.Minute, timedOutStep, nextStep),
 		"esc-step1":    upstreamLease(nodes["esc-step1"], escalating, 2*time.Minute, runningStep, runningStep),
+		"long-step2":   upstreamLease(nodes["long-step2"], long, 46*time.Minute, longFirst, longSecond),
+		"long-marked":  upstreamLease(nodes["long-marked"], long, 121*time.Minute, longMarked, longMarked),
+	}
+	// The old rule ("overdue three lease durations after acquireTime") would time long-step2's second
+	// step out at once: 3 x 46m after its lease's acquisition 2h31m ago.
+	for _, node := range []string{"long-step2", "long-marked"} {
+		leases[node].Spec.AcquireTime = &metav1.MicroTime{Time: remediationBegan}
+		leases[node].Spec.RenewTime = &metav1.MicroTime{Time: markedAt.Time}
 	}
 	g.Expect(k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "medik8s-leases"}})).To(gomega.Succeed())
 	for _, l := range leases {
@@ -177,10 +213,20 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 			map[string]any{"name": "esc-step1", "remediations": []any{statusRemediation(runningStep, nil)}},
 		},
 	})
+	writeStatus(ctx, g, k, long, map[string]any{
+		"observedNodes": int64(5), "healthyNodes": int64(3), "phase": "Remediating", "reason": "NHC is remediating 2 nodes",
+		"lastUpdateTime": rfc3339(oldUpdate.Time), "conditions": []any{enabled},
+		"unhealthyNodes": []any{
+			map[string]any{"name": "long-step2", "remediations": []any{statusRemediation(longFirst, &markedAt), statusRemediation(longSecond, nil)}},
+			map[string]any{"name": "long-marked", "remediations": []any{statusRemediation(longMarked, &markedAt)}},
+		},
+	})
 	wantCRs := map[string][]types.UID{
 		"classic-sick": {classicCR.GetUID()},
 		"esc-step2":    {timedOutStep.GetUID(), nextStep.GetUID()},
 		"esc-step1":    {runningStep.GetUID()},
+		"long-step2":   {longFirst.GetUID(), longSecond.GetUID()},
+		"long-marked":  {longMarked.GetUID()},
 	}
 	g.Expect(crUIDsByNode(ctx, k)).To(gomega.Equal(wantCRs), "the public operator's CRs")
 
@@ -267,11 +313,32 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 		}
 	}
 
+	// long-marked's first step timed out under the public operator: its next step starts now, and
+	// its timer starts now too (not at the mark, not at the lease's acquisition).
+	var longNext unstructured.Unstructured
+	g.Eventually(func(g gomega.Gomega) {
+		crs := crsOf(ctx, g, k, "long-marked")
+		g.Expect(crs).To(gomega.HaveLen(2))
+		g.Expect(crs[1].GetKind()).To(gomega.Equal(testKind[1]))
+		longNext = crs[1]
+	}).Should(gomega.Succeed())
+	wantCRs["long-marked"] = append(wantCRs["long-marked"], longNext.GetUID())
+	g.Eventually(func(g gomega.Gomega) {
+		l := &coordinationv1.Lease{}
+		g.Expect(k.Get(ctx, client.ObjectKeyFromObject(leases["long-marked"]), l)).To(gomega.Succeed())
+		g.Expect(l.Spec.LeaseDurationSeconds).To(gomega.Equal(ptr.To(int32(46*60))), "renewed for the next step: its timeout plus a minute")
+		g.Expect(l.Spec.AcquireTime.Time).To(gomega.BeTemporally(">", takeover), "acquired again for the step that started now")
+	}).Should(gomega.Succeed())
+	delete(leases, "long-marked") // renewed for the new step; checked above
+	g.Eventually(rewritten("long", map[string][]types.UID{"long-step2": wantCRs["long-step2"], "long-marked": wantCRs["long-marked"]})).Should(gomega.Succeed())
+
 	// Having acted, it starts nothing again: no second CR, the same CRs, no timeout marked on the
-	// running steps, the leases held as before.
+	// running steps (long-step2's second step is 31 minutes into 45 by the public operator's
+	// account, and 2h31m into its lease, and times out neither now nor early), the leases held as
+	// before.
 	unchanged := func(g gomega.Gomega) {
 		g.Expect(crUIDsByNode(ctx, k)).To(gomega.Equal(wantCRs))
-		for _, cr := range []*unstructured.Unstructured{runningStep, nextStep, classicCR} {
+		for _, cr := range []*unstructured.Unstructured{runningStep, nextStep, classicCR, longSecond, &longNext} {
 			got := newObject(cr.GetAPIVersion(), cr.GetKind(), cr.GetNamespace(), cr.GetName())
 			g.Expect(k.Get(ctx, client.ObjectKeyFromObject(got), got)).To(gomega.Succeed())
 			g.Expect(got.GetAnnotations()).NotTo(gomega.HaveKey(remediationv1alpha1.NHCTimedOutAnnotation), "%s %s", got.GetKind(), got.GetName())
