@@ -14,7 +14,8 @@ const (
 	ConditionTypeStormCooldownActive = "StormCooldownActive"
 	// ConditionTypeUpgradeInProgress is True while an upgrade signal holds new remediations back,
 	// Unknown until the upgrade detectors have been evaluated (which holds them back too), and False
-	// otherwise. Its reason names the signal; running remediations continue either way.
+	// otherwise. Its reason names the signal; running remediations continue either way, without
+	// escalating while it is not False.
 	ConditionTypeUpgradeInProgress = "UpgradeInProgress"
 	// ConditionTypeDryRun is True while spec.dryRun is set: its reason says whether a remediation
 	// would start now (ConditionReasonWouldRemediate, the message naming the nodes and templates) or
@@ -100,7 +101,7 @@ const (
 	// PhaseDisabled means the Disabled condition is True.
 	PhaseDisabled NHCPhase = "Disabled"
 	// PhasePaused means spec.pauseRequests is set (or an upgrade pauses remediation): no new
-	// remediation starts, running ones continue.
+	// remediation starts and none escalates; running ones continue.
 	PhasePaused NHCPhase = "Paused"
 	// PhaseRemediating means at least one node has a running remediation.
 	PhaseRemediating NHCPhase = "Remediating"
