@@ -15,6 +15,9 @@ const (
 	// EventReasonInvalidNodeLabel (warning): a node's exclude-from-remediation label has an empty
 	// value and is ignored.
 	EventReasonInvalidNodeLabel = "InvalidNodeLabel"
+	// EventReasonInvalidNodeAnnotation (warning): an annotation the operator reads on a node has a
+	// value it cannot use and is ignored (a repair-budget-reset value that is not an RFC 3339 time).
+	EventReasonInvalidNodeAnnotation = "InvalidNodeAnnotation"
 	// EventReasonRemediationCreated: a remediation CR was created.
 	EventReasonRemediationCreated = "RemediationCreated"
 	// EventReasonRemediationRemoved: a remediation CR was deleted.

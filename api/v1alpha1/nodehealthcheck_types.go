@@ -270,6 +270,15 @@ type NodeHealthCheckStatus struct {
 	// +optional
 	// +listType=atomic
 	RemediationHistory []NodeRemediationHistory `json:"remediationHistory,omitempty"`
+
+	// DryRunRemediationHistory records, while spec.dryRun and spec.repairBudget are set, when each
+	// node's simulated remediations started (within the budget's window), apart from the real ones:
+	// a dry-run NodeHealthCheck's repair budget counts both, an active one only remediationHistory,
+	// so turning dry-run off never spends the real budget on remediations that did not happen. An
+	// extension of this operator.
+	// +optional
+	// +listType=atomic
+	DryRunRemediationHistory []NodeRemediationHistory `json:"dryRunRemediationHistory,omitempty"`
 }
 
 // NodeRemediationHistory is when one node's recent remediations started.

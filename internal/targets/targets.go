@@ -94,8 +94,10 @@ type Snapshot struct {
 	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
 	// covers (they are left to it).
 	CoveredBy map[string]int
-	// repairs are the remediation starts the repair budget counts, by node (repairStarts).
-	repairs map[string][]time.Time
+	// realRepairs and simulatedRepairs are the remediation starts the repair budget counts, by node
+	// (repairStarts); invalidResets the repair-budget-reset values that are not times, by node.
+	realRepairs, simulatedRepairs map[string][]time.Time
+	invalidResets                 map[string]string
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured
@@ -209,17 +211,21 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		}
 	}
 	in.RepairBudget = repairBudget(&s.NHC.Spec)
-	s.repairs = map[string][]time.Time{}
+	s.realRepairs, s.simulatedRepairs = map[string][]time.Time{}, map[string][]time.Time{}
 	for _, n := range nodes {
+		var repairs []time.Time
 		if in.RepairBudget != nil {
-			s.repairs[n.Name] = s.repairStarts(n)
+			real, simulated := s.repairStarts(n)
+			s.realRepairs[n.Name], s.simulatedRepairs[n.Name] = real, simulated
+			repairs = slices.Concat(real, simulated)
+			slices.SortFunc(repairs, func(a, b time.Time) int { return a.Compare(b) })
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0, CRs: s.stepCRs(n.Name),
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
-			Repairs: s.repairs[n.Name], CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
+			Repairs: repairs, CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = elsewhere[n.Name]
 		}

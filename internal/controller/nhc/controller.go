@@ -80,7 +80,8 @@ type Reconciler struct {
 	watcher *dynamicwatch.Watcher
 	targets *targets.Gatherer
 	metrics metricsState
-	// invalidLabels remembers nodes already warned about an empty exclusion label.
+	// invalidLabels remembers nodes already warned about an empty exclusion label or an invalid
+	// repair-budget-reset annotation.
 	invalidLabels sync.Map
 	// starting remembers, per NodeHealthCheck, since when (real time) each node whose remediation
 	// starts has been waiting for its first CR (awaitStarts).
@@ -176,6 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.warnEmptyExclusionLabels(snap)
+	r.warnInvalidResets(snap)
 	next := snap.Next()
 	if wait := r.awaitStarts(snap); wait > 0 {
 		// The CR's event brings this NodeHealthCheck back sooner.
@@ -360,6 +362,25 @@ func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object
 // nhcRequests enqueues the NodeHealthChecks that match.
 func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1alpha1.NodeHealthCheck) bool) []reconcile.Request {
 	return remediationcr.NHCRequests(ctx, r, match)
+}
+
+// warnInvalidResets warns, once per node, value and NodeHealthCheck, about a repair-budget-reset
+// annotation whose value is not an RFC 3339 time: the budget ignores it, so the administrator who
+// meant to give the node its budget back must learn that it did not.
+func (r *Reconciler) warnInvalidResets(snap *targets.Snapshot) {
+	for node, value := range snap.InvalidRepairBudgetResets() {
+		key := "reset/" + node + "/" + snap.Stored.Name + "/" + value
+		if _, seen := r.invalidLabels.LoadOrStore(key, true); seen || r.Recorder == nil {
+			continue
+		}
+		n, ok := snap.SelectedNode(node)
+		if !ok {
+			continue
+		}
+		r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeAnnotation, "Validate",
+			"Annotation %s=%q is not an RFC 3339 time (for example %s) and is ignored: NodeHealthCheck %s's repair budget still counts the node's earlier remediations",
+			remediationv1alpha1.RepairBudgetResetAnnotation, value, snap.Now.UTC().Format(time.RFC3339), snap.Stored.Name)
+	}
 }
 
 // warnEmptyExclusionLabels warns, once per node and NodeHealthCheck, about an exclude-from-remediation

@@ -91,6 +91,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
 	st.RemediationHistory = snap.RepairHistory()
+	st.DryRunRemediationHistory = snap.DryRunRepairHistory()
 	if len(snap.CoveredBy) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap, Status: metav1.ConditionTrue,
 			Reason: remediationv1alpha1.ConditionReasonCoveredByMachineHealthCheck, Message: coveredMessage(snap.CoveredBy),

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -66,13 +67,54 @@ var _ = Describe("The repair budget", func() {
 		// The count is in the API: a decision made afresh from it (as after a restart) holds the node back too.
 		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
 
+		By("a reset that is not a time is ignored, and said so")
+		patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"yesterday"}}}`)
+		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+		Eventually(e.EventNotes(ctx, node.Name, remediationv1alpha1.EventReasonInvalidNodeAnnotation)).Should(ContainElement(
+			And(ContainSubstring(`%s="yesterday" is not an RFC 3339 time`, remediationv1alpha1.RepairBudgetResetAnnotation), ContainSubstring(n.Name))))
+		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
+
 		By("an administrator resets the budget: the node is remediated")
-		patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
+		patch = []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
 		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
 		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
 		}).Should(BeNil())
 		Eventually(func() float64 { return budgetGauge(n.Name, node.Name) }).Should(Equal(-1.0))
+	})
+
+	It("never counts a dry-run NodeHealthCheck's simulated starts once dry-run is turned off", func(ctx SpecContext) {
+		e.Clock.SetTime(time.Now().Truncate(time.Second).Add(-time.Second))
+		n, _, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.DryRun = true
+			n.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}
+		})
+		node := nodes[0]
+		dryRunHistory := func() []remediationv1alpha1.NodeRemediationHistory { return e.Status(ctx, n)().DryRunRemediationHistory }
+
+		By("dry-run: the failure would be remediated; its start is recorded apart from the real ones")
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(dryRunHistory).Should(ConsistOf(And(HaveField("Name", node.Name), HaveField("Started", HaveLen(1)))))
+		Expect(history(ctx, n, node.Name)()).To(BeEmpty())
+
+		By("it recovers and fails again: the dry-run budget holds it back, as the active one would")
+		e.SetReady(ctx, node, corev1.ConditionTrue, 0)
+		Eventually(simulated(ctx, n, node.Name)).Should(BeEmpty())
+		e.Step(ctx, 2*returnGrace)
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(decisions(ctx, n, nodes)).Should(HaveExactElements("Skip RepairBudgetExhausted", "no action", "no action", "no action"))
+
+		By("dry-run off: the real budget is untouched, so the node is remediated, and only that start counts")
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+			n.Spec.DryRun = false
+			return e.K8s.Update(ctx, n)
+		})).To(Succeed())
+		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(history(ctx, n, node.Name)).Should(HaveLen(1))
+		Eventually(dryRunHistory).Should(BeEmpty())
 	})
 })
