@@ -91,7 +91,9 @@ var _ = Describe("The repair budget", func() {
 			n.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}
 		})
 		node := nodes[0]
-		dryRunHistory := func() []remediationv1alpha1.NodeRemediationHistory { return e.Status(ctx, n)().DryRunRemediationHistory }
+		dryRunHistory := func() []remediationv1alpha1.NodeRemediationHistory {
+			return e.Status(ctx, n)().DryRunRemediationHistory
+		}
 
 		By("dry-run: the failure would be remediated; its start is recorded apart from the real ones")
 		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
