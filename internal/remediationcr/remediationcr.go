@@ -74,6 +74,26 @@ func SupportsMultiple(template metav1.Object) bool {
 	return template.GetAnnotations()[remediationv1alpha1.MultipleTemplatesSupportAnnotation] == "true"
 }
 
+// TemplateSpec returns the spec a CR built from the template gets: its spec.template.spec (empty when
+// it has none). A template without a spec.template object, or whose spec.template.spec is not an
+// object, is invalid: a CR built from it would carry an empty spec the remediator never asked for.
+func TemplateSpec(template *unstructured.Unstructured) (map[string]any, error) {
+	outer, found := template.Object["spec"].(map[string]any)
+	tmpl, isMap := outer["template"].(map[string]any)
+	if !found || !isMap {
+		return nil, fmt.Errorf("template %s %s/%s has no spec.template object", template.GetKind(), template.GetNamespace(), template.GetName())
+	}
+	raw, present := tmpl["spec"]
+	if !present || raw == nil {
+		return map[string]any{}, nil
+	}
+	spec, ok := raw.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("template %s %s/%s has a spec.template.spec of type %T, not an object", template.GetKind(), template.GetNamespace(), template.GetName(), raw)
+	}
+	return spec, nil
+}
+
 // Build returns the remediation CR for node from template: the template's apiVersion and namespace,
 // its kind without "Template", the node's name (or generateName "<node>-" where the template supports
 // several CRs per node), the node-name and template-name annotations, the part-of label and, for a
@@ -86,16 +106,11 @@ func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeH
 	if !strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix) || kind == remediationv1alpha1.TemplateSuffix {
 		return nil, fmt.Errorf("template kind %q does not end with %q", kind, remediationv1alpha1.TemplateSuffix)
 	}
-	tmpl, found, err := unstructured.NestedMap(template.Object, "spec", "template")
-	if err != nil || !found {
-		return nil, fmt.Errorf("template %s/%s has no spec.template", template.GetNamespace(), template.GetName())
+	spec, err := TemplateSpec(template)
+	if err != nil {
+		return nil, err
 	}
-	cr := &unstructured.Unstructured{Object: map[string]any{}}
-	if spec, ok := tmpl["spec"].(map[string]any); ok {
-		cr.Object["spec"] = runtimeDeepCopy(spec)
-	} else {
-		cr.Object["spec"] = map[string]any{}
-	}
+	cr := &unstructured.Unstructured{Object: map[string]any{"spec": runtimeDeepCopy(spec)}}
 	cr.SetAPIVersion(template.GetAPIVersion())
 	cr.SetKind(strings.TrimSuffix(kind, remediationv1alpha1.TemplateSuffix))
 	cr.SetNamespace(template.GetNamespace())

@@ -1,6 +1,7 @@
 package remediationcr
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -117,7 +118,12 @@ func TestBuildRefusesBrokenTemplates(t *testing.T) {
 	unstructured.RemoveNestedField(noTemplate.Object, "spec", "template")
 	badKind := metal3Template()
 	badKind.SetKind("Metal3Remediation")
-	for name, tmpl := range map[string]*unstructured.Unstructured{"no spec.template": noTemplate, "kind without suffix": badKind} {
+	stringSpec := metal3Template()
+	_ = unstructured.SetNestedField(stringSpec.Object, "reboot", "spec", "template", "spec")
+	stringTemplate := metal3Template()
+	_ = unstructured.SetNestedField(stringTemplate.Object, "reboot", "spec", "template")
+	for name, tmpl := range map[string]*unstructured.Unstructured{"no spec.template": noTemplate, "kind without suffix": badKind,
+		"spec.template.spec a string": stringSpec, "spec.template a string": stringTemplate} {
 		if _, err := Build(tmpl, owner(), nodeNamed("n"), nil); err == nil {
 			t.Errorf("%s: no error", name)
 		}
@@ -208,5 +214,39 @@ func TestInPlaceReadersAgreeWithGetters(t *testing.T) {
 	}
 	if _, ok := Label(built, remediationv1alpha1.ControlPlaneCRLabel); !ok {
 		t.Error("a control-plane node's CR has no isControlPlaneNode label")
+	}
+}
+
+func TestTemplateSpec(t *testing.T) {
+	withInner := func(inner any) *unstructured.Unstructured {
+		tmpl := metal3Template()
+		tmpl.Object["spec"] = map[string]any{"template": map[string]any{"spec": inner}}
+		return tmpl
+	}
+	noInner := metal3Template()
+	noInner.Object["spec"] = map[string]any{"template": map[string]any{}}
+	tests := []struct {
+		name string
+		tmpl *unstructured.Unstructured
+		want map[string]any
+		err  string
+	}{
+		{name: "an object", tmpl: withInner(map[string]any{"strategy": "reboot"}), want: map[string]any{"strategy": "reboot"}},
+		{name: "none", tmpl: noInner, want: map[string]any{}},
+		{name: "null", tmpl: withInner(nil), want: map[string]any{}},
+		{name: "a string", tmpl: withInner("reboot"), err: "spec.template.spec of type string, not an object"},
+		{name: "a list", tmpl: withInner([]any{"reboot"}), err: "spec.template.spec of type []interface {}, not an object"},
+	}
+	for _, tt := range tests {
+		got, err := TemplateSpec(tt.tmpl)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), tt.tmpl.GetName()) {
+				t.Errorf("%s: error %v, want one naming the template and %q", tt.name, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: %v, %v; want %v", tt.name, got, err, tt.want)
+		}
 	}
 }

@@ -106,6 +106,8 @@ type Snapshot struct {
 	Orphans []string
 	// Problem is why the NodeHealthCheck cannot work (its Disabled condition); nil when it can.
 	Problem *Problem
+	// badSelector is set when spec.selector does not parse: nothing is selected.
+	badSelector bool
 	// Unwatchable is set when a kind the NodeHealthCheck uses may not be listed and watched, so a
 	// change to it comes without an event: look again after a while.
 	Unwatchable bool
@@ -134,8 +136,15 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
 
-	nodes, err := g.selectedNodes(ctx, s.NHC)
-	if err != nil {
+	var nodes []*corev1.Node
+	if _, err := metav1.LabelSelectorAsSelector(&s.NHC.Spec.Selector); err != nil {
+		// Admitted without the webhook (CEL cannot check label syntax): nothing is selected, and
+		// the CRs it has wait (KeepsOrphans) rather than being taken for those of unselected nodes.
+		s.badSelector = true
+		if s.Problem == nil {
+			s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledInvalidConfig, fmt.Sprintf("spec.selector is invalid: %v", err)}
+		}
+	} else if nodes, err = g.selectedNodes(ctx, s.NHC); err != nil {
 		return nil, err
 	}
 	s.Nodes = nodes

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // Problem says why a NodeHealthCheck cannot work (its Disabled condition's reason and message).
@@ -64,9 +65,8 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 		case err != nil:
 			return nil, fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 		}
-		if _, found, _ := unstructured.NestedMap(t.Object, "spec", "template"); !found {
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
-				fmt.Sprintf("Remediation template %s %s/%s has no spec.template", ref.Kind, ref.Namespace, ref.Name)}, nil
+		if _, err := remediationcr.TemplateSpec(t); err != nil {
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid, "Remediation " + err.Error()}, nil
 		}
 	}
 	return nil, nil

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -204,6 +205,30 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		name := newTemplate(ctx, false)
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = name })
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid))
+	})
+
+	It("7. is disabled by a template whose spec.template.spec is not an object, naming the template", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		t := testutil.TemplateObject(unique("template"), true)
+		Expect(unstructured.SetNestedField(t.Object, "reboot", "spec", "template", "spec")).To(Succeed())
+		e.Create(ctx, t)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
+		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid),
+			HaveField("Message", ContainSubstring("%s/%s has a spec.template.spec of type string, not an object", t.GetNamespace(), t.GetName()))))
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+	})
+
+	It("7. is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
+		group := unique("g")
+		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.Selector.MatchLabels = map[string]string{groupLabel: group, "pool": "not a label value!"}
+		})
+		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledInvalidConfig),
+			HaveField("Message", And(ContainSubstring("spec.selector is invalid"), ContainSubstring("not a label value!")))))
+		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 	})
 
 	It("7. is disabled by a template kind the API server does not know", func(ctx SpecContext) {

@@ -247,8 +247,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	// A paused NodeHealthCheck leaves the CRs of nodes it no longer selects alone until it is
 	// unpaused, as the public operator does (its CRs of selected nodes that are healthy again are
-	// still removed after healthyDelay).
-	if !snap.Paused() {
+	// still removed after healthyDelay); so does one whose selector does not parse.
+	if !snap.KeepsOrphans() {
 		for _, node := range snap.Orphans {
 			act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
 		}
