@@ -15,9 +15,13 @@
 // Window (5 minutes), each widened by 500 ppm of its age for drift, which narrows a second to
 // milliseconds once responses arrive at different moments of the second; a response that
 // contradicts the others shows a clock jumped, and the estimate starts over from it. Memory is
-// bounded (ten 30-second parts). The Probe, a Runnable on every replica, sends GET /version only
-// when a whole DefaultProbeInterval (30s) passed without a measured response: never while leader
-// election renews or polls its lease every 2s.
+// bounded (ten 30-second parts). Responses from servers whose clocks disagree (kube-apiserver
+// replicas behind one address, an aggregated API server's own Date) contradict each other, and the
+// estimate follows the newest of them.
+//
+// The Probe, a Runnable on every replica, sends GET /version only when a whole
+// DefaultProbeInterval (30s) passed without a measured response: never while leader election
+// renews or polls its lease every 2s.
 //
 // The verdict (Monitor.Verdict): Offset is server minus local, positive when the manager's clock is
 // behind. Exceeded is set once the whole interval lies beyond ±Bound and cleared once it lies

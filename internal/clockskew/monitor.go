@@ -91,7 +91,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	received := t.m.clk.Now()
 	if h := resp.Header.Get("Date"); h != "" {
 		if date, perr := http.ParseTime(h); perr == nil {
-			t.m.observe(req, Sample{Sent: sent, Received: received, Date: date})
+			t.m.observe(Sample{Sent: sent, Received: received, Date: date})
 		}
 	}
 	return resp, err
@@ -101,7 +101,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // net.RoundTripperWrapper).
 func (t *transport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-func (m *Monitor) observe(req *http.Request, s Sample) {
+func (m *Monitor) observe(s Sample) {
 	m.mu.Lock()
 	used, reset := m.est.Add(s)
 	if !used {
@@ -123,7 +123,8 @@ func (m *Monitor) observe(req *http.Request, s Sample) {
 	subs := m.subs
 	m.mu.Unlock()
 
-	log := logf.FromContext(req.Context()).WithName("clockskew")
+	// Not the request's logger: the request belongs to whichever controller sent it.
+	log := logf.Log.WithName("clockskew")
 	switch {
 	case v.Exceeded != wasExceeded && v.Exceeded:
 		log.Info("Clock skew beyond the bound", "offset", v.Offset, "uncertainty", v.Uncertainty, "message", v.Message)
