@@ -33,8 +33,8 @@
 //
 // Metrics (one Monitor per process; see docs/metrics.md):
 //   - nodehealthcheck_clock_skew_seconds (gauge, MetricSkew): the estimate, server minus local;
-//   - nodehealthcheck_clock_skew_uncertainty_seconds (gauge, MetricUncertainty): the skew lies within
-//     the estimate plus or minus this;
+//   - nodehealthcheck_clock_skew_uncertainty_seconds (gauge, MetricUncertainty): the skew lies
+//     within the estimate plus or minus this;
 //   - nodehealthcheck_clock_skew_exceeded (gauge, MetricExceeded): 1 while Exceeded, else 0.
 //
 // All three are 0 until the first response is measured.

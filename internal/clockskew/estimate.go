@@ -23,10 +23,11 @@ const buckets = 10
 const bucketWidth = Window / buckets
 
 // driftDivisor widens an older sample's interval by its age divided by this, 2000: 500 ppm, the
-// largest rate at which an NTP daemon (ntpd, the kernel's adjtime) slews a clock while it corrects it,
-// and five times what a free-running quartz clock drifts. Without it, normal frequency error between
-// the two clocks would empty the intersection after minutes of samples. A faster change counts as a
-// jump: the estimator starts over, which costs only precision.
+// Linux kernel's limit on the frequency correction NTP applies (MAXFREQ, as fast as ntpd slews a
+// clock), and five times what a free-running quartz clock drifts. Without it, normal frequency
+// error between the two clocks would empty the intersection after minutes of samples. A faster
+// change (a step, chrony's faster slewing) counts as a jump: the estimator starts over, which costs
+// only precision.
 const driftDivisor = 2000
 
 // Sample is what one API response tells about the offset between the local clock and the API
