@@ -24,6 +24,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/metricsauth"
 
@@ -59,6 +60,8 @@ type options struct {
 	upgrade controller.UpgradeOptions
 	// returnGrace is the returning-node hold.
 	returnGrace time.Duration
+	// maxClockSkew bounds the skew between the manager's clock and the API server's; 0: no bound.
+	maxClockSkew time.Duration
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
@@ -69,6 +72,19 @@ type options struct {
 // DefaultReturnGrace is --returning-node-grace's default: the node lifecycle controller's default
 // --node-monitor-grace-period (50s) and a margin.
 const DefaultReturnGrace = health.DefaultReturnGrace
+
+// DefaultMaxClockSkew is --max-clock-skew's default, 10s. Time-synchronised clocks agree within
+// milliseconds, so a skew of 10s means the synchronisation is broken, while 10s is small against
+// the durations decisions measure with the manager's clock against other clocks' times (unhealthy
+// conditions last 300s by default, escalation steps time out after a minute at least, the
+// returning-node hold is a minute), which a skew within it shortens or stretches by at most 10s. It
+// is ten times the Date header's one-second resolution, so the measurement decides clearly on
+// either side of it.
+const DefaultMaxClockSkew = 10 * time.Second
+
+// minClockSkew is the smallest bound accepted: the Date header tells the API server's time to
+// the second, so after one response the skew is known within half a second at best.
+const minClockSkew = time.Second
 
 // leaseNamespaceEnv is how the public operator is told the lease namespace; the flag overrides it.
 const leaseNamespaceEnv = "LEASE_NAMESPACE"
@@ -120,6 +136,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Resume remediation, with a warning event, once each upgrade signal has held it back this long (for example 6h), measured per signal from when it began; a new signal pauses again. The pause object is not bounded. 0: no limit.")
 	fs.DurationVar(&o.returnGrace, "returning-node-grace", DefaultReturnGrace,
 		"While a NodeHealthCheck's healthy-node threshold holds only by counting nodes that came back (turned healthy) less than this ago, start no new remediation in it: after an outage, the nodes still unhealthy are likely coming back too. A pool whose threshold holds without them, or an isolated failure, is not delayed. At least the node lifecycle's --node-monitor-grace-period (50s by default) is advised. 0: off.")
+	fs.DurationVar(&o.maxClockSkew, "max-clock-skew", DefaultMaxClockSkew,
+		"Start no new remediation (nor escalation) while the manager's clock differs from the API server's by more than this, measured from the Date header of API responses: decisions compare the manager's clock with times the control plane wrote, so a clock minutes ahead would remediate a node that is unready for a moment. Reported in a condition, an event and the metric nodehealthcheck_clock_skew_seconds. Synchronised clocks agree within milliseconds, and 10s is small against the durations decisions measure (conditions of 300s by default). At least 1s (the Date header's resolution); 0: no bound (the skew is still measured and exported).")
 	var certSecret, webhookService, webhookConfigs string
 	fs.StringVar(&certSecret, "webhook-cert-secret", "",
 		"<namespace>/<name> of a Secret in which the operator keeps its own webhook CA and certificate, renewed before they expire, for clusters without cert-manager. Mount the Secret at --webhook-cert-dir; needs --webhook-service and --webhook-configurations.")
@@ -173,6 +191,12 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if o.returnGrace < 0 {
 		return nil, fmt.Errorf("--returning-node-grace %s: must not be negative", o.returnGrace)
+	}
+	if o.maxClockSkew < 0 {
+		return nil, fmt.Errorf("--max-clock-skew %s: must not be negative (0 turns the bound off)", o.maxClockSkew)
+	}
+	if o.maxClockSkew > 0 && o.maxClockSkew < minClockSkew {
+		return nil, fmt.Errorf("--max-clock-skew %s: must be 0 (no bound) or at least %s, the resolution of the API server's Date header", o.maxClockSkew, minClockSkew)
 	}
 	if o.upgrade.MaxPause < 0 {
 		return nil, fmt.Errorf("--upgrade-max-pause %s: must not be negative", o.upgrade.MaxPause)
@@ -260,6 +284,11 @@ func run(o *options) error {
 		mgrOpts.WebhookServer = webhookcert.Delayed(mgrOpts.WebhookServer, certReady)
 	}
 	controller.ConfigureManager(&mgrOpts)
+	// Every API response of the manager (cache, leader election, writes) measures the clock skew:
+	// the wrapper goes on the config before the manager copies it.
+	clk := clock.RealClock{}
+	skew := clockskew.New(clk, o.maxClockSkew)
+	cfg.Wrap(skew.Wrap)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -275,8 +304,15 @@ func run(o *options) error {
 			return fmt.Errorf("setting up the webhook certificate rotator: %w", err)
 		}
 	}
-	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clock.RealClock{}, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
-		ReturnGrace: o.returnGrace}); err != nil {
+	probe, err := clockskew.NewProbe(skew, mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(probe); err != nil {
+		return fmt.Errorf("adding the clock skew probe: %w", err)
+	}
+	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
+		ReturnGrace: o.returnGrace, ClockSkew: skew}); err != nil {
 		return err
 	}
 
@@ -299,6 +335,6 @@ func run(o *options) error {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 
-	log.Info("Starting manager", "version", version, "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure)
+	log.Info("Starting manager", "version", version, "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure, "maxClockSkew", o.maxClockSkew)
 	return mgr.Start(ctrl.SetupSignalHandler())
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
 		"webhook-cert-validity", "webhook-ca-validity", "version", "returning-node-grace", "pprof-bind-address",
+		"max-clock-skew",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)
@@ -61,6 +63,39 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--returning-node-grace=-1s"}); err == nil {
 		t.Error("a negative returning-node grace was accepted")
+	}
+	if o.maxClockSkew != 10*time.Second {
+		t.Errorf("max clock skew %s, want 10s", o.maxClockSkew)
+	}
+}
+
+func TestMaxClockSkewFlag(t *testing.T) {
+	for _, tt := range []struct {
+		arg  string
+		want time.Duration
+	}{
+		{"--max-clock-skew=0", 0},
+		{"--max-clock-skew=1s", time.Second},
+		{"--max-clock-skew=2m", 2 * time.Minute},
+	} {
+		o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{tt.arg})
+		if err != nil {
+			t.Errorf("%s: %v", tt.arg, err)
+			continue
+		}
+		if o.maxClockSkew != tt.want {
+			t.Errorf("%s: %s, want %s", tt.arg, o.maxClockSkew, tt.want)
+		}
+	}
+	for _, tt := range []struct{ arg, want string }{
+		{"--max-clock-skew=-1s", "--max-clock-skew -1s: must not be negative"},
+		{"--max-clock-skew=500ms", "--max-clock-skew 500ms: must be 0 (no bound) or at least 1s"},
+		{"--max-clock-skew=ten", "max-clock-skew"},
+	} {
+		_, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{tt.arg})
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v, want an error containing %q", tt.arg, err, tt.want)
+		}
 	}
 }
 

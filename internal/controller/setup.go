@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
@@ -33,6 +34,10 @@ type Options struct {
 	// only by counting nodes that came back less than this ago, no new remediation starts
 	// (health.Input.ReturnGrace). Zero: off.
 	ReturnGrace time.Duration
+	// ClockSkew measures the skew between the manager's clock and the API server's and says whether
+	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
+	// installed on before the manager was created (cmd/manager does so).
+	ClockSkew *clockskew.Monitor
 }
 
 // UpgradeOptions turn on the plain-Kubernetes upgrade detectors (the OpenShift ones turn on by

@@ -207,7 +207,7 @@ func TestOptionSets(t *testing.T) {
 			t.Errorf("ServiceMonitor:\n%s", sm)
 		}
 		rule := toYAML(t, r.get("PrometheusRule", "nhc-node-healthcheck"))
-		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckOperatorDown"} {
+		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckClockSkew", "NodeHealthCheckOperatorDown"} {
 			if !strings.Contains(rule, alert) {
 				t.Errorf("alert %s missing", alert)
 			}
@@ -282,6 +282,10 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"a misspelt nested value", map[string]any{"webhooks": map[string]any{"enable": false}}, "additional properties 'enable' not allowed"},
 		{"a bad duration", map[string]any{"upgrade": map[string]any{"maxPause": "six hours"}}, "maxPause"},
 		{"an empty returning-node grace", map[string]any{"returningNodeGrace": ""}, "returningNodeGrace"},
+		{"an empty clock skew bound", map[string]any{"maxClockSkew": ""}, "maxClockSkew"},
+		{"a clock skew bound that is not a duration", map[string]any{"maxClockSkew": "ten seconds"}, "maxClockSkew"},
+		{"a negative clock skew bound", map[string]any{"maxClockSkew": "-10s"}, "maxClockSkew"},
+		{"a clock skew bound that is a number", map[string]any{"maxClockSkew": 10}, "maxClockSkew"},
 		{"a bad leader-election duration", map[string]any{"leaderElection": map[string]any{"leaseDuration": "fast"}}, "leaseDuration"},
 		{"an empty leader-election duration", map[string]any{"leaderElection": map[string]any{"retryPeriod": ""}}, "retryPeriod"},
 		{"a bad certificate lifetime", map[string]any{"selfManagedCertificate": map[string]any{"validity": "1 year"}}, "validity"},

@@ -223,6 +223,19 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 	if review.Status.Allowed {
 		t.Errorf("the chart's ServiceAccount may create namespaces: %s", review.Status.Reason)
 	}
+	// The clock skew probe (GET /version on a replica that no other request keeps measuring) is
+	// allowed to every client by the default system:public-info-viewer ClusterRole.
+	probe := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:                  "system:serviceaccount:" + namespace + ":nhc-node-healthcheck",
+		Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		NonResourceAttributes: &authorizationv1.NonResourceAttributes{Verb: "get", Path: "/version"},
+	}}
+	if err := c.k8s.Create(ctx, probe); err != nil {
+		t.Fatal(err)
+	}
+	if !probe.Status.Allowed {
+		t.Errorf("the chart's ServiceAccount may not GET /version, the clock skew probe: %s", probe.Status.Reason)
+	}
 
 	// A remediator that forgets list and watch on its CRs: the NodeHealthCheck using it is disabled
 	// with a reason that says so, within seconds, and the others keep working (no informer waits

@@ -339,6 +339,18 @@ func TestReturningNodeGraceValue(t *testing.T) {
 	}
 }
 
+// The clock skew bound is on by default (as the manager's flag) and can be tuned or turned off.
+func TestMaxClockSkewValue(t *testing.T) {
+	if a := deploymentArgs(t, mustRender(t, nil)); !slices.Contains(a, "--max-clock-skew=10s") {
+		t.Errorf("default args %v lack --max-clock-skew=10s", a)
+	}
+	for _, v := range []string{"0s", "0", "30s", "1m30s"} {
+		if a := deploymentArgs(t, mustRender(t, map[string]any{"maxClockSkew": v})); !slices.Contains(a, "--max-clock-skew="+v) {
+			t.Errorf("maxClockSkew %s: args %v lack --max-clock-skew=%s", v, a, v)
+		}
+	}
+}
+
 func TestUpgradeDetectorValues(t *testing.T) {
 	r := mustRender(t, map[string]any{"upgrade": map[string]any{
 		"clusterAPI": true, "nodeRollout": true, "pauseObject": map[string]any{"enabled": true, "name": "pause-remediation"}, "maxPause": "6h",
