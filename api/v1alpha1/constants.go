@@ -33,6 +33,11 @@ const (
 	// of the selected nodes (reason ConditionReasonCoveredByMachineHealthCheck; the message names
 	// them and how many): those nodes are left to them. Absent otherwise.
 	ConditionTypeMachineHealthCheckOverlap = "MachineHealthCheckOverlap"
+	// ConditionTypeClockSkewExceeded is True while the skew between the manager's clock and the API
+	// server's is beyond --max-clock-skew (reason ClockSkewBeyondBound): durations read from
+	// timestamps others wrote cannot be judged, so no remediation starts or escalates. Unknown until
+	// the skew was first measured, False within the bound; absent when the bound is off.
+	ConditionTypeClockSkewExceeded = "ClockSkewExceeded"
 )
 
 // Reasons of NodeHealthCheck conditions.
@@ -48,6 +53,11 @@ const (
 	ConditionReasonRepairBudgetExhausted = "RepairBudgetExhausted"
 	// ConditionReasonCoveredByMachineHealthCheck is the reason of MachineHealthCheckOverlap=True.
 	ConditionReasonCoveredByMachineHealthCheck = "CoveredByMachineHealthCheck"
+	// ConditionReasonClockSkewBeyondBound, ConditionReasonClockSkewWithinBound and
+	// ConditionReasonClockSkewUnknown are the reasons of ClockSkewExceeded True, False and Unknown.
+	ConditionReasonClockSkewBeyondBound = "ClockSkewBeyondBound"
+	ConditionReasonClockSkewWithinBound = "ClockSkewWithinBound"
+	ConditionReasonClockSkewUnknown     = "ClockSkewNotMeasured"
 	// ConditionReasonEnabled is the reason of Disabled=False.
 	ConditionReasonEnabled = "NodeHealthCheckEnabled"
 	// ConditionReasonDisabledTemplateNotFound is the reason of Disabled=True when a referenced

@@ -15,6 +15,11 @@ const (
 	// EventReasonInvalidNodeLabel (warning): a node's exclude-from-remediation label has an empty
 	// value and is ignored.
 	EventReasonInvalidNodeLabel = "InvalidNodeLabel"
+	// EventReasonClockSkewExceeded (warning): the manager's clock is too far from the API server's
+	// (ClockSkewExceeded=True); the message says by how much. EventReasonClockSkewResolved: it is
+	// within the bound again.
+	EventReasonClockSkewExceeded = "ClockSkewExceeded"
+	EventReasonClockSkewResolved = "ClockSkewResolved"
 	// EventReasonInvalidNodeAnnotation (warning): an annotation the operator reads on a node has a
 	// value it cannot use and is ignored (a repair-budget-reset value that is not an RFC 3339 time).
 	EventReasonInvalidNodeAnnotation = "InvalidNodeAnnotation"

@@ -60,6 +60,10 @@ type Monitor struct {
 	est      Estimator
 	known    bool
 	exceeded bool
+	// behind is whether the manager's clock is behind the API server's (the estimate's sign) as of
+	// the last notification while exceeded: a skew that flips direction beyond the bound changes
+	// what the NodeHealthChecks' conditions say.
+	behind bool
 	samples  uint64 // samples used, for the Probe
 	subs     []chan event.GenericEvent
 }
@@ -110,11 +114,12 @@ func (m *Monitor) observe(s Sample) {
 	}
 	m.samples++
 	iv, _ := m.est.Estimate()
-	wasKnown, wasExceeded := m.known, m.exceeded
+	wasKnown, wasExceeded, wasBehind := m.known, m.exceeded, m.behind
 	m.known = true
 	m.exceeded = exceeds(m.exceeded, iv, m.bound)
+	m.behind = iv.Mid() > 0
 	observeMetrics(iv, m.exceeded)
-	changed := !wasKnown || wasExceeded != m.exceeded
+	changed := !wasKnown || wasExceeded != m.exceeded || (m.exceeded && wasBehind != m.behind)
 	if !changed && !reset {
 		m.mu.Unlock()
 		return
@@ -164,7 +169,7 @@ func (m *Monitor) verdictLocked() Verdict {
 }
 
 // Changes returns a channel that receives an event after every change of the verdict's Known or
-// Exceeded. Events coalesce: a receiver that falls behind gets one event for several changes, and
+// Exceeded, and of the skew's direction while it is exceeded. Events coalesce: a receiver that falls behind gets one event for several changes, and
 // reads the verdict anew. Each call returns a new subscription.
 func (m *Monitor) Changes() <-chan event.GenericEvent {
 	m.mu.Lock()

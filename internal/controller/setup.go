@@ -109,6 +109,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Leases:         leases,
 		LeaseNamespace: o.LeaseNamespace,
 		APIReader:      mgr.GetAPIReader(),
+		Skew:           o.ClockSkew,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
@@ -120,6 +121,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
 		Leases:         leases,
+		Skew:           o.ClockSkew,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,

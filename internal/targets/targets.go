@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -54,6 +55,9 @@ type Gatherer struct {
 	LeaseNamespace string
 	// Etcd is the etcd guard for control-plane nodes; nil: none.
 	Etcd EtcdChecker
+	// Skew measures the skew between this process's clock and the API server's; nil: not measured
+	// (no new remediation is held back for it).
+	Skew SkewMeter
 
 	mu sync.Mutex
 	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
@@ -111,6 +115,8 @@ type Snapshot struct {
 	// Unwatchable is set when a kind the NodeHealthCheck uses may not be listed and watched, so a
 	// change to it comes without an event: look again after a while.
 	Unwatchable bool
+	// Skew is the clock skew's verdict when it is measured (Gatherer.Skew), nil otherwise.
+	Skew *clockskew.Verdict
 	// Verdict is the upgrade gate's state; Upgrade is the NodeHealthCheck's UpgradeInProgress outcome.
 	Verdict upgrade.Verdict
 	Upgrade upgrade.Outcome
@@ -259,6 +265,13 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	if s.Upgrade.Blocked != "" {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipUpgrade, Message: s.Upgrade.Blocked})
 	}
+	if g.Skew != nil {
+		v := g.Skew.Verdict()
+		s.Skew = &v
+		if b := skewBlocker(v); b != nil {
+			in.Blockers = append(in.Blockers, *b)
+		}
+	}
 	if o.Acting && in.StormCooldown != nil && meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeStormActive) == nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipStorm,
 			Message: "storm recovery is on and its state has not been reported in status yet"})
@@ -269,6 +282,36 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	s.Input = in
 	s.Decision = health.Decide(in)
 	return s, nil
+}
+
+// SkewMeter tells the skew between this process's clock and the API server's (clockskew.Monitor).
+type SkewMeter interface {
+	Verdict() clockskew.Verdict
+}
+
+// skewBlocker holds new remediations (and escalations) while the clock skew is beyond its bound or
+// not measured yet: every duration a decision judges (conditions written by
+// kube-controller-manager, CRs created by the API server) compares timestamps of other clocks with
+// this one's.
+func skewBlocker(v clockskew.Verdict) *health.Blocker {
+	switch {
+	case !v.Known:
+		return &health.Blocker{Reason: health.SkipClockSkew, Message: "the skew between the manager's clock and the API server's is not measured yet"}
+	case v.Exceeded:
+		return &health.Blocker{Reason: health.SkipClockSkew, Message: SkewMessage(v)}
+	}
+	return nil
+}
+
+// SkewMessage says which way the manager's clock is off and by more than which bound, without the
+// measured value, which moves with every response (the gauge and the events carry it): status that
+// quotes it would be written on every reconcile.
+func SkewMessage(v clockskew.Verdict) string {
+	direction := "ahead of"
+	if v.Offset > 0 {
+		direction = "behind"
+	}
+	return fmt.Sprintf("the manager's clock is %s the API server's by more than %s (--max-clock-skew)", direction, v.Bound)
 }
 
 // SelectedNode returns the selected node of that name, as read.

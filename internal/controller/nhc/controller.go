@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -64,6 +65,10 @@ type Reconciler struct {
 	// Templates reads remediation templates with the rights remediators grant; nil: through the
 	// cache, watching every template kind (tests of this controller alone).
 	Templates *templateaccess.Reader
+	// Skew measures the skew between this process's clock and the API server's; while it is beyond
+	// its bound or not measured yet, no remediation starts or escalates, and the ClockSkewExceeded
+	// condition says so. nil: not measured (this controller alone).
+	Skew *clockskew.Monitor
 	// Leases reads node leases in LeaseNamespace (lease.DefaultNamespace when empty): the lease cache
 	// the remediation controller takes them through, so a node held back by a lease another party
 	// holds is reported as it is decided. nil: leases are not read (this controller alone).
@@ -108,6 +113,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
+	if r.Skew != nil {
+		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	}
 	affected, err := targets.AffectedFor(mgr)
 	if err != nil {
 		return err
@@ -141,6 +149,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Leases: r.Leases, LeaseNamespace: r.LeaseNamespace}
 	if r.APIReader != nil {
 		r.targets.Etcd = &targets.EtcdReader{Reader: r.APIReader, Mapper: mgr.GetRESTMapper()}
+	}
+	if r.Skew != nil {
+		r.targets.Skew = r.Skew
 	}
 	if leases, ok := r.Leases.(cache.Cache); ok {
 		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, affected.LeaseEvents())); err != nil {
@@ -219,6 +230,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) error {
 			return fmt.Errorf("updating status: %w", err) // a conflict: stale cache, retried
 		}
 		r.emitTransitionEvents(stored, updated, d)
+		r.emitSkewEvents(stored, updated, snap.Skew)
 		observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), snap.Now)
 		ctrl.LoggerFrom(ctx).V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
 	}

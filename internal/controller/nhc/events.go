@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
@@ -112,6 +113,24 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	if held := d.Held(); len(held) > 0 && old.Status.Reason != updated.Status.Reason {
 		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "HoldEscalation",
 			"Held the escalation of %d running remediation(s) (%s): %s; the running CRs continue", len(held), held[0].SkipReason, held[0].SkipMessage)
+	}
+}
+
+// emitSkewEvents reports the ClockSkewExceeded condition's transitions into and out of True, with
+// the skew as measured.
+func (r *Reconciler) emitSkewEvents(old, updated *remediationv1alpha1.NodeHealthCheck, v *clockskew.Verdict) {
+	if r.Recorder == nil || v == nil {
+		return
+	}
+	was := meta.IsStatusConditionTrue(old.Status.Conditions, remediationv1alpha1.ConditionTypeClockSkewExceeded)
+	is := meta.IsStatusConditionTrue(updated.Status.Conditions, remediationv1alpha1.ConditionTypeClockSkewExceeded)
+	switch {
+	case is && !was:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonClockSkewExceeded, "HoldForClockSkew",
+			"%s: no remediation starts or escalates until the clocks agree again", v.Message)
+	case was && !is:
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonClockSkewResolved, "Resume",
+			"%s; remediation resumes", v.Message)
 	}
 }
 

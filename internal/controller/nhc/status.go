@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
@@ -100,6 +101,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 		meta.RemoveStatusCondition(&st.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap)
 	}
 	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
+	setClockSkewCondition(&st.Conditions, nhc, snap.Skew, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
 			Reason: remediationv1alpha1.ConditionReasonOverlappingSelectors, Message: targets.OverlapMessage(snap.Overlaps),
@@ -226,6 +228,31 @@ func coveredMessage(covered map[string]int) string {
 		"; this NodeHealthCheck leaves those nodes to them and starts no remediation of them"
 }
 
+// setClockSkewCondition writes ClockSkewExceeded while the skew is measured against a bound, and
+// removes it otherwise. The message names the direction and the bound, not the measured value,
+// which moves with every response (the gauge and the event carry it): a status that changed with
+// every estimate would be written on every reconcile.
+func setClockSkewCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, v *clockskew.Verdict, now time.Time) {
+	if v == nil || (v.Known && v.Bound <= 0) {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeClockSkewExceeded)
+		return
+	}
+	c := metav1.Condition{Type: remediationv1alpha1.ConditionTypeClockSkewExceeded, Status: metav1.ConditionFalse,
+		Reason:             remediationv1alpha1.ConditionReasonClockSkewWithinBound,
+		Message:            fmt.Sprintf("The manager's clock agrees with the API server's within %s (--max-clock-skew)", v.Bound),
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}}
+	switch {
+	case !v.Known:
+		c.Status, c.Reason = metav1.ConditionUnknown, remediationv1alpha1.ConditionReasonClockSkewUnknown
+		c.Message = "The skew between the manager's clock and the API server's is not measured yet; no remediation starts or escalates until it is"
+	case v.Exceeded:
+		c.Status, c.Reason = metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClockSkewBeyondBound
+		c.Message = fmt.Sprintf("%s; the gauge %s shows by how much: durations cannot be judged, so no remediation starts or escalates until the clocks agree again",
+			capitalize(targets.SkewMessage(*v)), clockskew.MetricSkew)
+	}
+	meta.SetStatusCondition(conditions, c)
+}
+
 // setRepairBudgetCondition writes RepairBudgetExhausted while the repair budget holds back some
 // unhealthy nodes, naming them (their skip messages say until when), and removes it otherwise.
 func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, now time.Time) {
@@ -315,4 +342,12 @@ func skippedNote(skipped []health.NodeDecision) string {
 		parts = append(parts, fmt.Sprintf("%s (%s)", n.Name, n.SkipMessage))
 	}
 	return fmt.Sprintf("; %d unhealthy node(s) not remediated: %s", len(skipped), strings.Join(parts, ", "))
+}
+
+// capitalize returns the note with its first letter in upper case.
+func capitalize(note string) string {
+	if note == "" {
+		return note
+	}
+	return strings.ToUpper(note[:1]) + note[1:]
 }

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/health"
@@ -129,6 +130,9 @@ type Reconciler struct {
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace), as for the nhc controller;
 	// zero: off.
 	ReturnGrace time.Duration
+	// Skew measures the skew between this process's clock and the API server's; while it is beyond
+	// its bound or not measured yet, nothing starts or escalates. nil: not measured.
+	Skew *clockskew.Monitor
 
 	watcher *dynamicwatch.Watcher
 	// affected maps node and CR events to the NodeHealthChecks they concern.
@@ -160,6 +164,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
 		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	}
+	if r.Skew != nil {
+		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
 	c, err := b.
 		Named(ControllerName).
@@ -195,6 +202,9 @@ func (r *Reconciler) init() {
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
+		}
+		if r.Skew != nil {
+			r.targets.Skew = r.Skew
 		}
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
