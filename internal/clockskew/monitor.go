@@ -63,9 +63,9 @@ type Monitor struct {
 	// behind is whether the manager's clock is behind the API server's (the estimate's sign) as of
 	// the last notification while exceeded: a skew that flips direction beyond the bound changes
 	// what the NodeHealthChecks' conditions say.
-	behind bool
-	samples  uint64 // samples used, for the Probe
-	subs     []chan event.GenericEvent
+	behind  bool
+	samples uint64 // samples used, for the Probe
+	subs    []chan event.GenericEvent
 }
 
 // New returns a Monitor that reads the local time from clk and checks the skew against bound
