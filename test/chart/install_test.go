@@ -194,6 +194,19 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		t.FailNow()
 	}
 
+	t.Run("a helm test that fails leaves no rights behind", func(t *testing.T) {
+		// No kubelet runs here: the test pod never starts, and Helm gives up after the timeout.
+		test := action.NewReleaseTesting(c.helm(t))
+		test.Namespace, test.Timeout = namespace, 3*time.Second
+		if _, err := test.Run(releaseName); err == nil {
+			t.Fatal("helm test passed without a kubelet")
+		}
+		rbac := "rbac.authorization.k8s.io/v1"
+		c.expect(t, false, [4]string{"v1", "ServiceAccount", namespace, full + "-self-test"}, [4]string{rbac, "ClusterRole", "", full + "-self-test"},
+			[4]string{rbac, "ClusterRoleBinding", "", full + "-self-test"})
+		c.expect(t, true, [4]string{"v1", "Pod", namespace, full + "-self-test"}) // for its logs and events
+	})
+
 	t.Run("upgrade: webhooks off, monitoring and upgrade detectors on", func(t *testing.T) {
 		c.upgrade(t, map[string]any{
 			"webhooks":    map[string]any{"enabled": false},
