@@ -84,9 +84,9 @@ type NodeHealthCheckSpec struct {
 	// starts. Mutually exclusive with remediationTemplate.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.order == x.order))",message="order values must be unique"
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="a template is required: escalatingRemediations is empty; add a step with its remediationTemplate, or set remediationTemplate instead",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.order == x.order))",message="EscalatingRemediation Order must be unique",messageExpression="[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order).size() == 1 ? 'EscalatingRemediation Order must be unique: found duplicate order %d'.format([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order)[0]]) : 'EscalatingRemediation Order must be unique: found duplicate orders %s'.format([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order)])"
 	EscalatingRemediations []EscalatingRemediation `json:"escalatingRemediations,omitempty"`
 
 	// PauseRequests, while not empty, keeps new remediations from starting; running ones continue.
@@ -188,7 +188,7 @@ type UnhealthyCondition struct {
 
 // EscalatingRemediation is one step of an escalation: a remediation template, the step's position
 // and how long it may try before the next step starts.
-// +kubebuilder:validation:XValidation:rule="!self.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self.timeout) >= duration('1m')",message="timeout must be at least 1m",fieldPath=".timeout"
+// +kubebuilder:validation:XValidation:rule="!self.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self.timeout) >= duration('1m')",message="EscalatingRemediation Timeout must be at least one minute",messageExpression="'EscalatingRemediation Timeout must be at least one minute: found timeout ' + self.timeout",fieldPath=".timeout"
 type EscalatingRemediation struct {
 	// RemediationTemplate references the remediation template of this step.
 	// +required
