@@ -23,9 +23,9 @@ type NodeHealthCheckSpec struct {
 	// discouraged, and two NodeHealthChecks must not select overlapping nodes. At most 32
 	// matchExpressions with at most 256 values each, and at most 32 matchLabels.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="must have at most 32 entries",fieldPath=".matchExpressions"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 256)",message="each entry must have at most 256 values",fieldPath=".matchExpressions"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 32",message="must have at most 32 entries",fieldPath=".matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="must have at most 32 entries",messageExpression="'must have at most 32 entries: found %d'.format([size(self.matchExpressions)])",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 256)",message="each entry must have at most 256 values",messageExpression="'each entry must have at most 256 values: found more in the entries with key %s'.format([self.matchExpressions.filter(e, has(e.values) && size(e.values) > 256).map(e, e.key)])",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 32",message="must have at most 32 entries",messageExpression="'must have at most 32 entries: found %d'.format([size(self.matchLabels)])",fieldPath=".matchLabels"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="each matchExpressions entry needs operator In or NotIn with values, or Exists or DoesNotExist without values"
 	Selector metav1.LabelSelector `json:"selector"`
 
@@ -69,14 +69,14 @@ type NodeHealthCheckSpec struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
-	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
-	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate",messageExpression="'kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate: found %s'.format([self.kind])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",messageExpression="'apiVersion must be at most 317 characters: found %d'.format([size(self.apiVersion)])",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",messageExpression="'kind must be at most 63 characters: found %d'.format([size(self.kind)])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",messageExpression="'name must be at most 253 characters: found %d'.format([size(self.name)])",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",messageExpression="'namespace must be at most 63 characters: found %d'.format([size(self.__namespace__)])",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",messageExpression="'fieldPath must be at most 253 characters: found %d'.format([size(self.fieldPath)])",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",messageExpression="'resourceVersion must be at most 253 characters: found %d'.format([size(self.resourceVersion)])",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",messageExpression="'uid must be at most 253 characters: found %d'.format([size(self.uid)])",fieldPath=".uid"
 	RemediationTemplate *corev1.ObjectReference `json:"remediationTemplate,omitempty"`
 
 	// EscalatingRemediations lists remediation templates to try one after another, in ascending
@@ -195,14 +195,14 @@ type EscalatingRemediation struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
-	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
-	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate",messageExpression="'kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate: found %s'.format([self.kind])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",messageExpression="'apiVersion must be at most 317 characters: found %d'.format([size(self.apiVersion)])",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",messageExpression="'kind must be at most 63 characters: found %d'.format([size(self.kind)])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",messageExpression="'name must be at most 253 characters: found %d'.format([size(self.name)])",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",messageExpression="'namespace must be at most 63 characters: found %d'.format([size(self.__namespace__)])",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",messageExpression="'fieldPath must be at most 253 characters: found %d'.format([size(self.fieldPath)])",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",messageExpression="'resourceVersion must be at most 253 characters: found %d'.format([size(self.resourceVersion)])",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",messageExpression="'uid must be at most 253 characters: found %d'.format([size(self.uid)])",fieldPath=".uid"
 	RemediationTemplate corev1.ObjectReference `json:"remediationTemplate"`
 
 	// Order is this step's position: lower orders run first. Orders must be unique and fit in 32 bits

@@ -61,6 +61,29 @@ var _ = Describe("Refusals name the value, whichever layer refuses", func() {
 		Entry("an empty escalation list", []string{`"escalatingRemediations": []`},
 			[]refusal{{"spec.escalatingRemediations", "Required value: a template is required: escalatingRemediations is empty"}},
 			[]refusal{{"spec.escalatingRemediations", "Required value: a template is required: escalatingRemediations is empty"}}),
+		Entry("a template kind without the Template suffix", []string{`"remediationTemplate": ` + rawRef("test.medik8s.io/v1alpha1", "Reboot", "test-template")},
+			[]refusal{{"spec.remediationTemplate.kind", `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found Reboot`}},
+			[]refusal{{"spec.remediationTemplate.kind", `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found Reboot`}}),
+		Entry("an escalation step's template kind that is only the suffix", []string{`"escalatingRemediations": [` + rawStepWith(rawRef("test.medik8s.io/v1alpha1", "Template", "test-template"), "1", "5m") + `]`},
+			[]refusal{{"spec.escalatingRemediations[0].remediationTemplate.kind", `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found Template`}},
+			[]refusal{{"spec.escalatingRemediations[0].remediationTemplate.kind", `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found Template`}}),
+		Entry("a template name too long", []string{`"remediationTemplate": ` + rawRef("test.medik8s.io/v1alpha1", "TestRemediationTemplate", strings.Repeat("n", 254))},
+			[]refusal{{"spec.remediationTemplate.name", "name must be at most 253 characters: found 254"}},
+			[]refusal{{"spec.remediationTemplate.name", "name must be at most 253 characters: found 254"}}),
+		Entry("an escalation step's template namespace too long", []string{`"escalatingRemediations": [` +
+			rawStepWith(`{"apiVersion":"test.medik8s.io/v1alpha1","kind":"TestRemediationTemplate","namespace":"`+strings.Repeat("s", 64)+`","name":"test-template"}`, "1", "5m") + `]`},
+			[]refusal{{"spec.escalatingRemediations[0].remediationTemplate.namespace", "namespace must be at most 63 characters: found 64"}},
+			[]refusal{{"spec.escalatingRemediations[0].remediationTemplate.namespace", "namespace must be at most 63 characters: found 64"}}),
+		Entry("too many matchExpressions", []string{`"selector": {"matchExpressions": [` + repeatJSON(33, `{"key":"example.com/label-%d","operator":"Exists"}`) + `]}`},
+			[]refusal{{"spec.selector.matchExpressions", "Too many: 33"}},
+			[]refusal{{"spec.selector.matchExpressions", "must have at most 32 entries: found 33"}}),
+		Entry("too many matchLabels", []string{`"selector": {"matchLabels": {` + repeatJSON(33, `"example.com/label-%d":"yes"`) + `}}`},
+			[]refusal{{"spec.selector.matchLabels", "Too many: 33"}},
+			[]refusal{{"spec.selector.matchLabels", "must have at most 32 entries: found 33"}}),
+		Entry("a matchExpressions entry with too many values", []string{`"selector": {"matchExpressions": [{"key":"kubernetes.io/hostname","operator":"In","values":[` +
+			repeatJSON(257, `"node-%d"`) + `]}]}`},
+			[]refusal{{"spec.selector.matchExpressions[0].values", "Too many: 257"}},
+			[]refusal{{"spec.selector.matchExpressions", `each entry must have at most 256 values: found more in the entries with key ["kubernetes.io/hostname"]`}}),
 
 		// Rules on a single value: the API server names the value itself, before the message.
 		Entry("a negative minHealthy", []string{`"minHealthy": -1`},
@@ -94,6 +117,15 @@ func rawStepOf(template, order, timeout string) string {
 // rawStepWith is an escalation step with the template reference ref (raw JSON), as raw JSON.
 func rawStepWith(ref, order, timeout string) string {
 	return fmt.Sprintf(`{"remediationTemplate":%s,"order":%s,"timeout":%q}`, ref, order, timeout)
+}
+
+// repeatJSON joins n copies of format, each given its index.
+func repeatJSON(n int, format string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(format, i)
+	}
+	return strings.Join(parts, ",")
 }
 
 // TestDuplicateOrderMessageReadsEveryStep: the CRD's duplicate-order message reads the steps by

@@ -258,7 +258,7 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 	case ref.Kind == "":
 		errs = append(errs, field.Required(path.Child("kind"), "kind is required"))
 	case !isTemplateKind(ref.Kind):
-		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, `kind must end with "Template"`))
+		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, templateKindMessage(ref.Kind)))
 	}
 	if ref.Name == "" {
 		errs = append(errs, field.Required(path.Child("name"), "name is required"))
@@ -275,8 +275,10 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 		{"resourceVersion", ref.ResourceVersion, remediationv1alpha1.MaxTemplateOtherFieldLength},
 		{"uid", string(ref.UID), remediationv1alpha1.MaxTemplateOtherFieldLength},
 	} {
-		if utf8.RuneCountInString(f.value) > f.max {
-			errs = append(errs, field.TooLongCharacters(path.Child(f.name), f.value, f.max))
+		if n := utf8.RuneCountInString(f.value); n > f.max {
+			tooLong := field.TooLongCharacters(path.Child(f.name), f.value, f.max)
+			tooLong.Detail = templateFieldTooLongMessage(f.name, f.max, n)
+			errs = append(errs, tooLong)
 		}
 	}
 	return errs
@@ -301,6 +303,14 @@ func duplicateOrderMessage(order int) string {
 // it as written ("0.5m").
 func shortTimeoutMessage(timeout string) string {
 	return "EscalatingRemediation Timeout must be at least one minute: found timeout " + timeout
+}
+
+func templateKindMessage(kind string) string {
+	return `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found ` + kind
+}
+
+func templateFieldTooLongMessage(name string, maxChars, chars int) string {
+	return fmt.Sprintf("%s must be at most %d characters: found %d", name, maxChars, chars)
 }
 
 func isTemplateKind(kind string) bool {
