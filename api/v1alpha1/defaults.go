@@ -21,7 +21,8 @@ var DefaultMinHealthy = intstr.FromString("51%")
 const MinEscalationTimeout = time.Minute
 
 // MaxEscalatingRemediations bounds spec.escalatingRemediations so that CEL validation of the list has
-// a bounded cost; real clusters use two or three steps.
+// a bounded cost; real clusters use two or three steps. The CRD repeats it: maxItems, and the
+// positions its duplicate-order message reads (TestDuplicateOrderMessageReadsEveryStep).
 const MaxEscalatingRemediations = 20
 
 // DefaultUnhealthyConditions returns the unhealthy conditions used when spec.unhealthyConditions is

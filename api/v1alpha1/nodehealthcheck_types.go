@@ -23,9 +23,9 @@ type NodeHealthCheckSpec struct {
 	// discouraged, and two NodeHealthChecks must not select overlapping nodes. At most 32
 	// matchExpressions with at most 256 values each, and at most 32 matchLabels.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="must have at most 32 entries",fieldPath=".matchExpressions"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 256)",message="each entry must have at most 256 values",fieldPath=".matchExpressions"
-	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 32",message="must have at most 32 entries",fieldPath=".matchLabels"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || size(self.matchExpressions) <= 32",message="must have at most 32 entries",messageExpression="'must have at most 32 entries: found %d'.format([size(self.matchExpressions)])",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !has(e.values) || size(e.values) <= 256)",message="each entry must have at most 256 values",messageExpression="'each entry must have at most 256 values: found more in the entries with key %s'.format([self.matchExpressions.filter(e, has(e.values) && size(e.values) > 256).map(e, e.key)])",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchLabels) || size(self.matchLabels) <= 32",message="must have at most 32 entries",messageExpression="'must have at most 32 entries: found %d'.format([size(self.matchLabels)])",fieldPath=".matchLabels"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn'] ? (has(e.values) && size(e.values) > 0) : (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="each matchExpressions entry needs operator In or NotIn with values, or Exists or DoesNotExist without values"
 	Selector metav1.LabelSelector `json:"selector"`
 
@@ -69,14 +69,14 @@ type NodeHealthCheckSpec struct {
 	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
-	// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || size(self.namespace) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
-	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate",messageExpression="'kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate: found %s'.format([self.kind])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",messageExpression="'apiVersion must be at most 317 characters: found %d'.format([size(self.apiVersion)])",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",messageExpression="'kind must be at most 63 characters: found %d'.format([size(self.kind)])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",messageExpression="'name must be at most 253 characters: found %d'.format([size(self.name)])",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",messageExpression="'namespace must be at most 63 characters: found %d'.format([size(self.__namespace__)])",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",messageExpression="'fieldPath must be at most 253 characters: found %d'.format([size(self.fieldPath)])",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",messageExpression="'resourceVersion must be at most 253 characters: found %d'.format([size(self.resourceVersion)])",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",messageExpression="'uid must be at most 253 characters: found %d'.format([size(self.uid)])",fieldPath=".uid"
 	RemediationTemplate *corev1.ObjectReference `json:"remediationTemplate,omitempty"`
 
 	// EscalatingRemediations lists remediation templates to try one after another, in ascending
@@ -84,9 +84,9 @@ type NodeHealthCheckSpec struct {
 	// starts. Mutually exclusive with remediationTemplate.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=20
-	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.order == x.order))",message="order values must be unique"
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="a template is required: escalatingRemediations is empty; add a step with its remediationTemplate, or set remediationTemplate instead",reason=FieldValueRequired
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.order == x.order))",message="EscalatingRemediation Order must be unique",messageExpression="[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order).size() == 1 ? 'EscalatingRemediation Order must be unique: found duplicate order %d'.format([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order)[0]]) : 'EscalatingRemediation Order must be unique: found duplicate orders %s'.format([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19].filter(i, i < size(self) && self.map(s, s.order).indexOf(self[i].order) == i && self.map(s, s.order).lastIndexOf(self[i].order) != i).map(i, self[i].order)])"
 	EscalatingRemediations []EscalatingRemediation `json:"escalatingRemediations,omitempty"`
 
 	// PauseRequests, while not empty, keeps new remediations from starting; running ones continue.
@@ -188,21 +188,21 @@ type UnhealthyCondition struct {
 
 // EscalatingRemediation is one step of an escalation: a remediation template, the step's position
 // and how long it may try before the next step starts.
-// +kubebuilder:validation:XValidation:rule="!self.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self.timeout) >= duration('1m')",message="timeout must be at least 1m",fieldPath=".timeout"
+// +kubebuilder:validation:XValidation:rule="!self.timeout.matches('^([0-9]{1,18}([.][0-9]+)?ns|[0-9]{1,15}([.][0-9]+)?(us|µs)|[0-9]{1,12}([.][0-9]+)?ms|[0-9]{1,9}([.][0-9]+)?s|[0-9]{1,7}([.][0-9]+)?m|[0-9]{1,5}([.][0-9]+)?h){1,9}$') || duration(self.timeout) >= duration('1m')",message="EscalatingRemediation Timeout must be at least one minute",messageExpression="'EscalatingRemediation Timeout must be at least one minute: found timeout ' + self.timeout",fieldPath=".timeout"
 type EscalatingRemediation struct {
 	// RemediationTemplate references the remediation template of this step.
 	// +required
 	// +kubebuilder:validation:XValidation:rule="has(self.apiVersion) && self.apiVersion != ''",message="apiVersion is required",fieldPath=".apiVersion",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.kind) && self.kind != ''",message="kind is required",fieldPath=".kind",reason=FieldValueRequired
 	// +kubebuilder:validation:XValidation:rule="has(self.name) && self.name != ''",message="name is required",fieldPath=".name",reason=FieldValueRequired
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must end with \"Template\"",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",fieldPath=".apiVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",fieldPath=".kind"
-	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",fieldPath=".name"
-	// +kubebuilder:validation:XValidation:rule="!has(self.namespace) || size(self.namespace) <= 63",message="namespace must be at most 63 characters",fieldPath=".namespace"
-	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",fieldPath=".fieldPath"
-	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",fieldPath=".resourceVersion"
-	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",fieldPath=".uid"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || self.kind == '' || (self.kind.endsWith('Template') && size(self.kind) > 8)",message="kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate",messageExpression="'kind must be a remediation kind followed by \"Template\", for example SelfNodeRemediationTemplate: found %s'.format([self.kind])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.apiVersion) || size(self.apiVersion) <= 317",message="apiVersion must be at most 317 characters",messageExpression="'apiVersion must be at most 317 characters: found %d'.format([size(self.apiVersion)])",fieldPath=".apiVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.kind) || size(self.kind) <= 63",message="kind must be at most 63 characters",messageExpression="'kind must be at most 63 characters: found %d'.format([size(self.kind)])",fieldPath=".kind"
+	// +kubebuilder:validation:XValidation:rule="!has(self.name) || size(self.name) <= 253",message="name must be at most 253 characters",messageExpression="'name must be at most 253 characters: found %d'.format([size(self.name)])",fieldPath=".name"
+	// +kubebuilder:validation:XValidation:rule="!has(self.__namespace__) || size(self.__namespace__) <= 63",message="namespace must be at most 63 characters",messageExpression="'namespace must be at most 63 characters: found %d'.format([size(self.__namespace__)])",fieldPath=".namespace"
+	// +kubebuilder:validation:XValidation:rule="!has(self.fieldPath) || size(self.fieldPath) <= 253",message="fieldPath must be at most 253 characters",messageExpression="'fieldPath must be at most 253 characters: found %d'.format([size(self.fieldPath)])",fieldPath=".fieldPath"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resourceVersion) || size(self.resourceVersion) <= 253",message="resourceVersion must be at most 253 characters",messageExpression="'resourceVersion must be at most 253 characters: found %d'.format([size(self.resourceVersion)])",fieldPath=".resourceVersion"
+	// +kubebuilder:validation:XValidation:rule="!has(self.uid) || size(self.uid) <= 253",message="uid must be at most 253 characters",messageExpression="'uid must be at most 253 characters: found %d'.format([size(self.uid)])",fieldPath=".uid"
 	RemediationTemplate corev1.ObjectReference `json:"remediationTemplate"`
 
 	// Order is this step's position: lower orders run first. Orders must be unique and fit in 32 bits

@@ -2,6 +2,9 @@ package v1alpha1_test
 
 import (
 	"context"
+	"os"
+	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -10,13 +13,16 @@ import (
 	apiextensionsvalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel/model"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/version"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -110,5 +116,72 @@ func TestCRDIsValid(t *testing.T) {
 	}
 	for _, e := range apiextensionsvalidation.ValidateCustomResourceDefinition(context.Background(), internal) {
 		t.Error(e)
+	}
+}
+
+// TestCRDRulesCompileOnTheOldestSupportedKubernetes compiles every CEL rule and messageExpression of
+// the generated CRD in the CEL environment of the oldest API server the chart supports (Chart.yaml's
+// kubeVersion). An API server of minor version N accepts a new rule only if it compiles in the
+// environment of N-1 (environment.DefaultCompatibilityVersion), so a function added to Kubernetes' CEL
+// later (a list's distinct(), two-variable comprehensions, the format library) would keep the CRD
+// from installing there. TestCRDIsValid checks the costs, with this module's API server version.
+func TestCRDRulesCompileOnTheOldestSupportedKubernetes(t *testing.T) {
+	chart, err := os.ReadFile(testutil.Path("charts", "node-healthcheck", "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^kubeVersion:\s*"?>=\s*1\.(\d+)`).FindSubmatch(chart)
+	if m == nil {
+		t.Fatal(`Chart.yaml has no kubeVersion ">=1.<minor>"`)
+	}
+	minor, err := strconv.Atoi(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	envSet := environment.MustBaseEnvSet(version.MajorMinor(1, uint(minor-1)))
+
+	crd, err := testutil.LoadNHCCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(crd.Spec.Versions[0].Schema.OpenAPIV3Schema, internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	root, err := structuralschema.NewStructural(internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compiled := 0
+	var walk func(path string, s *structuralschema.Structural)
+	walk = func(path string, s *structuralschema.Structural) {
+		if len(s.XValidations) > 0 {
+			results, err := cel.Compile(s, model.SchemaDeclType(s, s.XEmbeddedResource), celconfig.PerCallLimit, envSet, cel.NewExpressionsEnvLoader())
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			for i, r := range results {
+				compiled++
+				if r.Error != nil {
+					t.Errorf("%s: rule %q does not compile on Kubernetes 1.%d: %v", path, s.XValidations[i].Rule, minor, r.Error)
+				}
+				if r.MessageExpressionError != nil {
+					t.Errorf("%s: messageExpression %q does not compile on Kubernetes 1.%d: %v", path, s.XValidations[i].MessageExpression, minor, r.MessageExpressionError)
+				}
+			}
+		}
+		for name, p := range s.Properties {
+			walk(path+"."+name, &p)
+		}
+		if s.Items != nil {
+			walk(path+"[]", s.Items)
+		}
+		if s.AdditionalProperties != nil && s.AdditionalProperties.Structural != nil {
+			walk(path+"{}", s.AdditionalProperties.Structural)
+		}
+	}
+	walk("", root)
+	if compiled == 0 {
+		t.Fatal("found no CEL rules in the CRD")
 	}
 }

@@ -3,8 +3,10 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -213,7 +215,8 @@ func FuzzDefaultThenValidate(f *testing.F) {
 
 // FuzzWebhookAgreesWithCEL: on every rule both check, the webhook and the CRD's OpenAPI and CEL
 // rules refuse the same specs at the same field paths. The webhook is more precise in a few places;
-// normalize maps its paths to the ones the API server reports.
+// normalize maps its paths to the ones the API server reports. Where a refusal names the offending
+// value (the CRD's messageExpressions), both layers say the same sentence (valueSentences).
 func FuzzWebhookAgreesWithCEL(f *testing.F) {
 	v, err := loadCRDValidator()
 	if err != nil {
@@ -233,6 +236,9 @@ func FuzzWebhookAgreesWithCEL(f *testing.F) {
 		if !equality.Semantic.DeepEqual(got, want) {
 			t.Fatalf("webhook and CRD disagree for\n%s\nwebhook: %v\n    CRD: %v\n(webhook errors: %v)\n(CRD errors: %v)",
 				raw, keys(got), keys(want), webhookErrs, crdErrs)
+		}
+		if msg := compareValueSentences(webhookErrs, crdErrs); msg != "" {
+			t.Fatalf("webhook and CRD name the value differently for\n%s\n%s\n(webhook errors: %v)\n(CRD errors: %v)", raw, msg, webhookErrs, crdErrs)
 		}
 	})
 }
@@ -271,3 +277,71 @@ func normalize(errs field.ErrorList, webhook bool) map[string]bool {
 }
 
 func keys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
+
+// foundSeparator separates a refusal's rule from the value it names: "EscalatingRemediation Timeout
+// must be at least one minute: found timeout 30s". The CRD's fallback message (used when its
+// messageExpression cannot be evaluated) is the part before it.
+const foundSeparator = ": found "
+
+// duplicateOrdersRE matches the CRD's sentence for several duplicated orders; the webhook says one
+// sentence per repeated step, as the public operator does.
+var duplicateOrdersRE = regexp.MustCompile(`^(EscalatingRemediation Order must be unique): found duplicate orders \[(.*)\]$`)
+
+// valueSentences returns the refusals that name a value, by normalized field path and rule (the
+// part before foundSeparator), each with its sentences. Selector refusals are left out: the
+// webhook reports them per entry with Kubernetes' own label selector messages.
+func valueSentences(errs field.ErrorList, webhook bool) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	add := func(path, sentence string) {
+		rule, _, _ := strings.Cut(sentence, foundSeparator)
+		k := path + " | " + rule
+		if out[k] == nil {
+			out[k] = map[string]bool{}
+		}
+		out[k][sentence] = true
+	}
+	for _, e := range errs {
+		p := e.Field
+		if strings.HasPrefix(p, "spec.selector") || !strings.Contains(e.Detail, foundSeparator) {
+			continue
+		}
+		if webhook && e.Type == field.ErrorTypeDuplicate && strings.HasSuffix(p, ".order") {
+			p = "spec.escalatingRemediations" // CEL reports unique orders on the list
+		}
+		if m := duplicateOrdersRE.FindStringSubmatch(e.Detail); m != nil {
+			for _, o := range strings.Split(m[2], ", ") {
+				add(p, m[1]+": found duplicate order "+o)
+			}
+			continue
+		}
+		add(p, e.Detail)
+	}
+	return out
+}
+
+// compareValueSentences returns how the two layers' value-naming sentences differ, or "". A sentence
+// one layer gives must be given by the other too, unless the other refuses that field for another
+// reason only (a negative timeout: the webhook says it is under a minute, the CRD's pattern refuses
+// it before its CEL rule would); a CRD refusal that falls back to the rule alone (its
+// messageExpression gone or failing) differs from the webhook's sentence.
+func compareValueSentences(webhookErrs, crdErrs field.ErrorList) string {
+	w, c := valueSentences(webhookErrs, true), valueSentences(crdErrs, false)
+	crdRules := map[string]bool{} // every CRD refusal by path and rule, including fallbacks
+	for _, e := range crdErrs {
+		rule, _, _ := strings.Cut(e.Detail, foundSeparator)
+		crdRules[e.Field+" | "+rule] = true
+	}
+	var diffs []string
+	for k, sentences := range w {
+		if (c[k] != nil || crdRules[k]) && !maps.Equal(sentences, c[k]) {
+			diffs = append(diffs, fmt.Sprintf("%s:\n  webhook: %v\n      CRD: %v", k, keys(sentences), keys(c[k])))
+		}
+	}
+	for k, sentences := range c {
+		if w[k] == nil {
+			diffs = append(diffs, fmt.Sprintf("%s:\n  webhook: []\n      CRD: %v", k, keys(sentences)))
+		}
+	}
+	slices.Sort(diffs)
+	return strings.Join(diffs, "\n")
+}

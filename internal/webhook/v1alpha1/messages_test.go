@@ -14,7 +14,8 @@ import (
 )
 
 // Each refusal names the offending value, as the public operator's message does (quoted beside each
-// entry from ../shared/reference/upstream-behaviour.md, 2.1), and the field path besides.
+// entry from ../shared/reference/upstream-behaviour.md, 2.1), and the field path besides; the order
+// and timeout refusals say the public operator's sentence. refusals_test.go checks the CRD alone too.
 var _ = Describe("Refusal messages (webhook)", func() {
 	DescribeTable("name the offending value",
 		func(ctx SpecContext, mutate func(*remediationv1alpha1.NodeHealthCheck), upstream string, want ...string) {
@@ -28,10 +29,10 @@ var _ = Describe("Refusal messages (webhook)", func() {
 		},
 		Entry("a duplicated order", escalation(testutil.Step("multi-a", 2, time.Minute), testutil.Step("multi-b", 2, time.Minute)),
 			"EscalatingRemediation Order must be unique: found duplicate order 2",
-			"spec.escalatingRemediations[1].order: Duplicate value: 2"),
+			"spec.escalatingRemediations[1].order: Duplicate value: 2", "EscalatingRemediation Order must be unique: found duplicate order 2"),
 		Entry("a too-short timeout", escalation(testutil.Step("test-template", 1, 30*time.Second)),
 			"EscalatingRemediation Timeout must be at least one minute: found timeout 30s",
-			`spec.escalatingRemediations[0].timeout: Invalid value: "30s"`, "at least 1m"),
+			`spec.escalatingRemediations[0].timeout: Invalid value: "30s"`, "EscalatingRemediation Timeout must be at least one minute: found timeout 30s"),
 		Entry("a missing template of a kind used twice", escalation(testutil.Step("multi-a", 1, time.Minute), testutil.Step("does-not-exist", 2, time.Minute)),
 			"Using multiple templates of same kind is not supported for this template: duplicate template kind: TestRemediationTemplate",
 			"spec.escalatingRemediations[1].remediationTemplate", "does-not-exist", "TestRemediationTemplate", "was not found"),

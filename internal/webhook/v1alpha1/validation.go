@@ -220,7 +220,7 @@ func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field
 		return errs
 	}
 	if len(spec.EscalatingRemediations) == 0 {
-		errs = append(errs, field.Required(escPath, "must have at least one entry"))
+		errs = append(errs, field.Required(escPath, templateRequiredMessage))
 	}
 	if len(spec.EscalatingRemediations) > remediationv1alpha1.MaxEscalatingRemediations {
 		errs = append(errs, field.TooMany(escPath, len(spec.EscalatingRemediations), remediationv1alpha1.MaxEscalatingRemediations))
@@ -231,14 +231,16 @@ func validateTemplateChoice(spec *remediationv1alpha1.NodeHealthCheckSpec) field
 		p := escPath.Index(i)
 		errs = append(errs, validateTemplateRef(&e.RemediationTemplate, p.Child("remediationTemplate"))...)
 		if orders[e.Order] {
-			errs = append(errs, field.Duplicate(p.Child("order"), e.Order))
+			dup := field.Duplicate(p.Child("order"), e.Order)
+			dup.Detail = duplicateOrderMessage(e.Order)
+			errs = append(errs, dup)
 		}
 		orders[e.Order] = true
 		if e.Order < remediationv1alpha1.MinOrder || e.Order > remediationv1alpha1.MaxOrder {
 			errs = append(errs, field.Invalid(p.Child("order"), e.Order, "must be between -2147483648 and 2147483647"))
 		}
 		if e.Timeout.Duration < remediationv1alpha1.MinEscalationTimeout {
-			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.Duration.String(), "timeout must be at least 1m"))
+			errs = append(errs, field.Invalid(p.Child("timeout"), e.Timeout.Duration.String(), shortTimeoutMessage(e.Timeout.Duration.String())))
 		}
 		errs = append(errs, validateMaxDuration(e.Timeout.Duration, p.Child("timeout"))...)
 	}
@@ -256,7 +258,7 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 	case ref.Kind == "":
 		errs = append(errs, field.Required(path.Child("kind"), "kind is required"))
 	case !isTemplateKind(ref.Kind):
-		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, `kind must end with "Template"`))
+		errs = append(errs, field.Invalid(path.Child("kind"), ref.Kind, templateKindMessage(ref.Kind)))
 	}
 	if ref.Name == "" {
 		errs = append(errs, field.Required(path.Child("name"), "name is required"))
@@ -273,11 +275,42 @@ func validateTemplateRef(ref *corev1.ObjectReference, path *field.Path) field.Er
 		{"resourceVersion", ref.ResourceVersion, remediationv1alpha1.MaxTemplateOtherFieldLength},
 		{"uid", string(ref.UID), remediationv1alpha1.MaxTemplateOtherFieldLength},
 	} {
-		if utf8.RuneCountInString(f.value) > f.max {
-			errs = append(errs, field.TooLongCharacters(path.Child(f.name), f.value, f.max))
+		if n := utf8.RuneCountInString(f.value); n > f.max {
+			tooLong := field.TooLongCharacters(path.Child(f.name), f.value, f.max)
+			tooLong.Detail = templateFieldTooLongMessage(f.name, f.max, n)
+			errs = append(errs, tooLong)
 		}
 	}
 	return errs
+}
+
+// The refusals below name the offending value in the words of the CRD's CEL rules (their
+// messageExpressions in api/v1alpha1/nodehealthcheck_types.go repeat these sentences), so an
+// administrator reads the same sentence whichever layer refuses; FuzzWebhookAgreesWithCEL and the
+// "Refusals name the value" specs compare them. The order and timeout sentences are the public
+// operator's.
+
+// templateRequiredMessage refuses an empty spec.escalatingRemediations (the CRD's rule on the list
+// says the same; an absent list with no remediationTemplate is the root rule's "one of ... is
+// required").
+const templateRequiredMessage = "a template is required: escalatingRemediations is empty; add a step with its remediationTemplate, or set remediationTemplate instead"
+
+func duplicateOrderMessage(order int) string {
+	return fmt.Sprintf("EscalatingRemediation Order must be unique: found duplicate order %d", order)
+}
+
+// shortTimeoutMessage names the timeout as the webhook decoded it (Go's form, "30s"); the CRD names
+// it as written ("0.5m").
+func shortTimeoutMessage(timeout string) string {
+	return "EscalatingRemediation Timeout must be at least one minute: found timeout " + timeout
+}
+
+func templateKindMessage(kind string) string {
+	return `kind must be a remediation kind followed by "Template", for example SelfNodeRemediationTemplate: found ` + kind
+}
+
+func templateFieldTooLongMessage(name string, maxChars, chars int) string {
+	return fmt.Sprintf("%s must be at most %d characters: found %d", name, maxChars, chars)
 }
 
 func isTemplateKind(kind string) bool {
