@@ -25,6 +25,9 @@ const (
 	EventReasonInvalidNodeAnnotation = "InvalidNodeAnnotation"
 	// EventReasonRemediationCreated: a remediation CR was created.
 	EventReasonRemediationCreated = "RemediationCreated"
+	// EventReasonRemediationRefused (warning): the API server refused to create a remediation CR in
+	// a way a retry cannot fix (forbidden, invalid); the message names the CR and the API's answer.
+	EventReasonRemediationRefused = "RemediationRefused"
 	// EventReasonRemediationRemoved: a remediation CR was deleted.
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.

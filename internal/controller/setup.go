@@ -16,6 +16,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -87,6 +88,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
+	refusals := &targets.Refusals{}
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -110,6 +112,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		LeaseNamespace: o.LeaseNamespace,
 		APIReader:      mgr.GetAPIReader(),
 		Skew:           o.ClockSkew,
+		Refusals:       refusals,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
@@ -122,6 +125,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		LeaseNamespace: o.LeaseNamespace,
 		Leases:         leases,
 		Skew:           o.ClockSkew,
+		Refusals:       refusals,
 		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,

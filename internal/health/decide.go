@@ -57,6 +57,12 @@ type Node struct {
 	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
 	LeasedBy    string
 	LeasedUntil time.Time
+	// Refused says why the API server refuses the node's remediation CRs for good (a remediator's
+	// role or schema; recorded by the remediation controller after bounded retries), until
+	// RefusedUntil: no remediation starts or escalates meanwhile. Read only for the nodes
+	// Input.MayAct names.
+	Refused      string
+	RefusedUntil time.Time
 	// EtcdGuard, for a control-plane node, says why disrupting it now could break etcd quorum
 	// (OpenShift's etcd guard); empty when it may be disrupted or the guard does not apply. Read
 	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
@@ -99,6 +105,8 @@ const (
 	SkipRemediatedElsewhere SkipReason = "RemediatedByAnotherNodeHealthCheck"
 	// SkipLeased: another party holds the node's lease (Node.LeasedBy).
 	SkipLeased SkipReason = "NodeLeased"
+	// SkipCreateRefused: the API server refuses the node's CRs for good (Node.Refused).
+	SkipCreateRefused SkipReason = "RemediationRefused"
 	// SkipEtcdQuorum: disrupting the control-plane node could break etcd quorum (Node.EtcdGuard).
 	SkipEtcdQuorum SkipReason = "EtcdQuorum"
 	// SkipClockSkew: the manager's clock is too far from the API server's to judge durations
@@ -414,6 +422,9 @@ func Decide(in Input) Decision {
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):
 			// skipped (and d.Next set) by repairBudgetExhausted
+		case n.Refused != "":
+			skip(nd, SkipCreateRefused, n.Refused)
+			d.Next = Earliest(d.Next, recheck(n.RefusedUntil, in.Now))
 		case n.LeasedBy != "":
 			skip(nd, SkipLeased, leasedMessage(n))
 			d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))
@@ -459,6 +470,9 @@ func holdEscalation(in Input, reason SkipReason, message string, n *Node, nd *No
 		held(SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 	case n.Excluded:
 		held(SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
+	case n.Refused != "":
+		held(SkipCreateRefused, n.Refused)
+		d.Next = Earliest(d.Next, recheck(n.RefusedUntil, in.Now))
 	case n.LeasedBy != "":
 		held(SkipLeased, leasedMessage(n))
 		d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))

@@ -31,14 +31,14 @@ func checkGate(t *testing.T, in Input, d Decision) {
 	for _, nd := range d.Nodes {
 		n := byName[nd.Name]
 		switch {
-		case nd.Action == StartRemediation && (n.LeasedBy != "" || (n.ControlPlane && n.EtcdGuard != "")):
-			t.Fatalf("started %s while leased by %q or the etcd guard objects (%q)", nd.Name, n.LeasedBy, n.EtcdGuard)
+		case nd.Action == StartRemediation && (n.LeasedBy != "" || n.Refused != "" || (n.ControlPlane && n.EtcdGuard != "")):
+			t.Fatalf("started %s while leased by %q, refused (%q) or the etcd guard objects (%q)", nd.Name, n.LeasedBy, n.Refused, n.EtcdGuard)
 		case nd.Action == StartRemediation && len(in.Steps) > 0 && (nd.Step == nil || *nd.Step != *Escalate(EscalationInput{Steps: in.Steps, Now: in.Now}).Next):
 			t.Fatalf("started %s with step %v, want the first", nd.Name, nd.Step)
 		case nd.Action != ContinueRemediation || !nd.Escalation.Due():
 		case closed:
 			t.Fatalf("escalated %s (%+v) although the gate of new remediations is closed", nd.Name, nd.Escalation)
-		case n.Excluded || n.LeasedBy != "" || n.CoveredBy != "" || (n.ControlPlane && n.EtcdGuard != ""):
+		case n.Excluded || n.LeasedBy != "" || n.Refused != "" || n.CoveredBy != "" || (n.ControlPlane && n.EtcdGuard != ""):
 			t.Fatalf("escalated %s although it is excluded, leased by %q, covered by %q or the etcd guard objects (%q)", nd.Name, n.LeasedBy, n.CoveredBy, n.EtcdGuard)
 		}
 		if nd.EscalationHeld() && (nd.Escalation.Due() || nd.Escalation.Exhausted || nd.SkipMessage == "") {
@@ -94,6 +94,8 @@ func TestEscalationHeldByTheGateOfNewRemediations(t *testing.T) {
 			held: SkipLeased, next: now.Add(time.Minute)},
 		{name: "the etcd guard", in: Input{Nodes: pool(running(func(n *Node) { n.ControlPlane, n.EtcdGuard = true, "guard pod Ready=True" }))},
 			held: SkipEtcdQuorum, next: now.Add(time.Minute)},
+		{name: "CRs the API server refuses for good", in: Input{Nodes: pool(running(func(n *Node) { n.Refused, n.RefusedUntil = "forbidden", now.Add(10 * time.Minute) }))},
+			held: SkipCreateRefused, next: now.Add(10 * time.Minute)},
 		{name: "the etcd guard speaks only for control-plane nodes", in: Input{Nodes: pool(running(func(n *Node) { n.EtcdGuard = "guard pod Ready=True" }))}},
 	}
 	for _, tt := range tests {

@@ -91,7 +91,7 @@ func (e *EtcdReader) Objections(ctx context.Context, nodes []string) (map[string
 // control-plane ones among them, into the decision's input.
 func (g *Gatherer) addHolds(ctx context.Context, s *Snapshot, in *health.Input) error {
 	candidates := in.MayAct()
-	if len(candidates) == 0 || (g.Leases == nil && g.Etcd == nil) {
+	if len(candidates) == 0 || (g.Leases == nil && g.Etcd == nil && g.Refusals == nil) {
 		return nil
 	}
 	var controlPlane []string
@@ -113,6 +113,7 @@ func (g *Gatherer) addHolds(ctx context.Context, s *Snapshot, in *health.Input) 
 				}
 			}
 		}
+		n.Refused, n.RefusedUntil, _ = g.Refusals.Held(s.Stored.UID, n.Name, s.Now)
 		if n.ControlPlane {
 			controlPlane = append(controlPlane, n.Name)
 		}

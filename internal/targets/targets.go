@@ -55,6 +55,9 @@ type Gatherer struct {
 	LeaseNamespace string
 	// Etcd is the etcd guard for control-plane nodes; nil: none.
 	Etcd EtcdChecker
+	// Refusals are the CR creates the API server refused for good (written by the remediation
+	// controller); nil: none are recorded.
+	Refusals *Refusals
 	// Skew measures the skew between this process's clock and the API server's; nil: not measured
 	// (no new remediation is held back for it).
 	Skew SkewMeter

@@ -69,6 +69,9 @@ type Reconciler struct {
 	// its bound or not measured yet, no remediation starts or escalates, and the ClockSkewExceeded
 	// condition says so. nil: not measured (this controller alone).
 	Skew *clockskew.Monitor
+	// Refusals are the CR creates the API server refused for good, which the remediation controller
+	// records; nil: none (this controller alone).
+	Refusals *targets.Refusals
 	// Leases reads node leases in LeaseNamespace (lease.DefaultNamespace when empty): the lease cache
 	// the remediation controller takes them through, so a node held back by a lease another party
 	// holds is reported as it is decided. nil: leases are not read (this controller alone).
@@ -116,6 +119,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Skew != nil {
 		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
+	if r.Refusals != nil {
+		b = b.WatchesRawSource(source.Channel(r.Refusals.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	}
 	affected, err := targets.AffectedFor(mgr)
 	if err != nil {
 		return err
@@ -153,6 +159,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Skew != nil {
 		r.targets.Skew = r.Skew
 	}
+	r.targets.Refusals = r.Refusals
 	if leases, ok := r.Leases.(cache.Cache); ok {
 		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, affected.LeaseEvents())); err != nil {
 			return fmt.Errorf("watching node leases: %w", err)

@@ -133,6 +133,9 @@ type Reconciler struct {
 	// Skew measures the skew between this process's clock and the API server's; while it is beyond
 	// its bound or not measured yet, nothing starts or escalates. nil: not measured.
 	Skew *clockskew.Monitor
+	// Refusals records the CR creates the API server refuses for good, shared with the nhc
+	// controller's decisions; a new record when nil.
+	Refusals *targets.Refusals
 
 	watcher *dynamicwatch.Watcher
 	// affected maps node and CR events to the NodeHealthChecks they concern.
@@ -168,6 +171,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Skew != nil {
 		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
+	if r.Refusals == nil {
+		r.Refusals = &targets.Refusals{}
+	}
+	b = b.WatchesRawSource(source.Channel(r.Refusals.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
@@ -206,6 +213,10 @@ func (r *Reconciler) init() {
 		if r.Skew != nil {
 			r.targets.Skew = r.Skew
 		}
+		if r.Refusals == nil {
+			r.Refusals = &targets.Refusals{}
+		}
+		r.targets.Refusals = r.Refusals
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
 				return r.watcher.Ensure(gvk, r.affected.CREvents())
@@ -642,13 +653,51 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if apierrors.IsAlreadyExists(err) {
 		return r.explainExisting(ctx, nhc, cr)
 	}
+	if targets.RefusedForGood(err) {
+		return r.refused(ctx, snap, node, cr, err)
+	}
 	if err != nil {
 		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
 	}
+	r.Refusals.Clear(nhc.UID, node)
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	return nil
+}
+
+// refused handles a create the API server refused for good: it says so (once per answer), retries
+// with the controller's backoff up to targets.RefusalAttempts times, and then holds the start back
+// for targets.RefusalHold, releasing the node's lease when no CR of the NodeHealthCheck is on the
+// node (a running remediation keeps its lease). The decisions of both controllers read the record.
+func (r *Reconciler) refused(ctx context.Context, snap *targets.Snapshot, node string, cr *unstructured.Unstructured, err error) error {
+	nhc := snap.Stored
+	rec := r.Refusals.Record(nhc.UID, node, cr.GetKind(), err, snap.Now)
+	name := cr.GetName()
+	if name == "" {
+		name = cr.GetGenerateName() + "*"
+	}
+	if rec.Until.IsZero() {
+		r.reportRefusal(nhc, node, "Node %s: the API server refused to create %s %s/%s (attempt %d of %d): %v", node, cr.GetKind(), cr.GetNamespace(), name, rec.Attempts, targets.RefusalAttempts, err)
+		return fmt.Errorf("creating %s for node %s: %w", cr.GetKind(), node, err)
+	}
+	r.reportRefusal(nhc, node, "Node %s: the API server refused to create %s %s/%s %d times in a row: %v; the node's remediation waits until %s",
+		node, cr.GetKind(), cr.GetNamespace(), name, rec.Attempts, err, rec.Until.UTC().Format(time.RFC3339))
+	ctrl.LoggerFrom(ctx).Error(err, "Remediation refused for good; held back", "node", node, "kind", cr.GetKind(), "until", rec.Until)
+	if len(snap.CRs[node]) == 0 {
+		return r.releaseLease(ctx, nhc, node)
+	}
+	return nil
+}
+
+// reportRefusal emits a RemediationRefused warning (regarding the NodeHealthCheck, related to the
+// node), once per distinct note.
+func (r *Reconciler) reportRefusal(nhc *remediationv1alpha1.NodeHealthCheck, node, note string, args ...any) {
+	msg := fmt.Sprintf(note, args...)
+	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/refused/"+msg, true); seen {
+		return
+	}
+	r.nodeRelatedEvent(nhc, node, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationRefused, skipAction(msg), "%s", msg)
 }
 
 // cacheWait bounds how long a reconcile waits for the cache to show a CR it created; the cache sees
