@@ -94,7 +94,7 @@ func TestEscalationHeldByTheGateOfNewRemediations(t *testing.T) {
 			held: SkipLeased, next: now.Add(time.Minute)},
 		{name: "the etcd guard", in: Input{Nodes: pool(running(func(n *Node) { n.ControlPlane, n.EtcdGuard = true, "guard pod Ready=True" }))},
 			held: SkipEtcdQuorum, next: now.Add(time.Minute)},
-		{name: "CRs the API server refuses for good", in: Input{Nodes: pool(running(func(n *Node) { n.Refused, n.RefusedUntil = "forbidden", now.Add(10 * time.Minute) }))},
+		{name: "CRs the API server refuses for good", in: Input{Nodes: pool(running(func(n *Node) { n.Refused, n.RefusedUntil = "forbidden", now.Add(10*time.Minute) }))},
 			held: SkipCreateRefused, next: now.Add(10 * time.Minute)},
 		{name: "the etcd guard speaks only for control-plane nodes", in: Input{Nodes: pool(running(func(n *Node) { n.EtcdGuard = "guard pod Ready=True" }))}},
 	}
