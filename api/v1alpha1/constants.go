@@ -72,6 +72,10 @@ const (
 	// ConditionReasonDisabledInvalidConfig is the reason of Disabled=True for a configuration that
 	// passed admission but cannot work (for example a webhook that was not installed).
 	ConditionReasonDisabledInvalidConfig = "InvalidConfiguration"
+	// ConditionReasonDisabledRemediationUnavailable is the reason of Disabled=True when the CRs of a
+	// remediation kind the NodeHealthCheck uses cannot be listed or watched now (a conversion webhook
+	// down, a CRD being deleted); the message names the kind and the API server's error.
+	ConditionReasonDisabledRemediationUnavailable = "RemediationKindUnavailable"
 	// ConditionReasonDisabledRemediationNotWatchable is the reason of Disabled=True when the operator
 	// may not list and watch the remediation CR kind of a referenced template: it cannot tell which
 	// nodes are remediated, so it starts no remediation.

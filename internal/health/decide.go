@@ -148,6 +148,9 @@ type Input struct {
 	// ControlPlaneElsewhere names a control-plane node that another NodeHealthCheck remediates: no
 	// control-plane node starts here meanwhile (one at a time across all NodeHealthChecks).
 	ControlPlaneElsewhere string
+	// ControlPlaneUnknown, when set, says why a control-plane remediation elsewhere cannot be ruled
+	// out (remediation CRs that cannot be listed): no control-plane node starts here meanwhile.
+	ControlPlaneUnknown string
 	// ReturnGrace turns on the returning-node hold (zero: off). A node "came back" when its
 	// unhealthy-condition types last changed status less than ReturnGrace ago while it is healthy,
 	// at least ReturnGrace after it was created. While the healthy-node threshold holds only by
@@ -431,6 +434,8 @@ func Decide(in Input) Decision {
 		case n.ControlPlane && n.EtcdGuard != "":
 			skip(nd, SkipEtcdQuorum, n.EtcdGuard)
 			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
+		case n.ControlPlane && in.ControlPlaneUnknown != "":
+			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits: %s", n.Name, in.ControlPlaneUnknown))
 		case n.ControlPlane && controlPlaneBusy != "":
 			// One control-plane node at a time keeps etcd quorum and the API available.
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))

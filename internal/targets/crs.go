@@ -35,11 +35,19 @@ func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVe
 	return kinds
 }
 
+// kindsRead says what remediationCRs could not read: the problem of a kind the NodeHealthCheck uses
+// (not watchable, or unavailable), and a kind whose CRs were never listed.
+type kindsRead struct {
+	problem  *Problem
+	unlisted string
+}
+
 // remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
-// every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind the operator may not list and watch
-// is not read (its informer would never sync); when nhc uses it, the returned problem says so.
-// nhcs are every NodeHealthCheck, as the cache holds them (read only).
-func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, *Problem, error) {
+// every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind
+// the operator may not list and watch is not read (its informer would never sync), nor is one whose
+// CRs cannot be listed now (kindReadable); when nhc uses it, the returned problem says so. nhcs are
+// every NodeHealthCheck, as the cache holds them (read only).
+func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, kindsRead, error) {
 	own := templateKinds(nhc)
 	kinds := RemediationKinds(nhc)
 	for i := range nhcs {
@@ -49,6 +57,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			}
 		}
 	}
+	inUse := slices.Clone(kinds) // by a NodeHealthCheck now, not only read since the process started
 	g.mu.Lock()
 	for _, gvk := range kinds {
 		if !slices.Contains(g.seen, gvk) {
@@ -61,20 +70,20 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 		}
 	}
 	g.mu.Unlock()
-	var problem *Problem
+	var read kindsRead
 	var out []unstructured.Unstructured
 	for _, gvk := range kinds {
 		if g.Access != nil {
 			served, watchable, err := g.Access.Check(ctx, gvk)
 			if err != nil {
-				return nil, nil, err
+				return nil, read, err
 			}
 			if !served {
 				continue // no CR of a kind that is not served exists
 			}
 			if !watchable {
-				if problem == nil && slices.Contains(own, gvk) {
-					problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationNotWatchable,
+				if read.problem == nil && slices.Contains(own, gvk) {
+					read.problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationNotWatchable,
 						fmt.Sprintf("The operator may not list and watch %s.%s, so it cannot tell which nodes are remediated; the remediator's ClusterRole labelled %s=true must grant get, list, watch, create, update, patch and delete on them",
 							gvk.Kind, gvk.Group, remediationv1alpha1.AggregateToExtRemediationLabel)}
 				}
@@ -84,9 +93,22 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 		if g.Watch != nil {
 			served, err := g.Watch(gvk)
 			if err != nil {
-				return nil, nil, err
+				return nil, read, err
 			}
 			if !served {
+				continue
+			}
+		}
+		if state := g.kindReadable(ctx, gvk, slices.Contains(inUse, gvk)); !state.ok {
+			if read.problem == nil && slices.Contains(own, gvk) {
+				read.problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationUnavailable,
+					fmt.Sprintf("The remediation CRs of kind %s.%s cannot be read, so the operator cannot tell which nodes are remediated: %s", gvk.Kind, gvk.Group, state.why)}
+			}
+			if !state.synced {
+				// A kind no NodeHealthCheck uses any more (its CRD deleted, say) holds nothing back.
+				if read.unlisted == "" && slices.Contains(inUse, gvk) {
+					read.unlisted = gvk.Kind + "." + gvk.Group
+				}
 				continue
 			}
 		}
@@ -99,7 +121,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			if meta.IsNoMatchError(err) {
 				continue // not served (any more): no CR of it exists
 			}
-			return nil, nil, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+			return nil, read, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 		}
 		for _, cr := range g.withCreated(gvk, list.Items) {
 			if _, uid, ok := remediationcr.ControllerNHC(&cr); ok {
@@ -110,7 +132,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			}
 		}
 	}
-	return out, problem, nil
+	return out, read, nil
 }
 
 // templateKinds returns the remediation CR kinds of the templates the NodeHealthCheck references;

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -49,6 +50,12 @@ type Gatherer struct {
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
 	// reports false when the API server does not serve the kind. nil: no watch is added.
 	Watch func(schema.GroupVersionKind) (bool, error)
+	// APIReader reads around the cache: a list of one CR of a remediation kind whose informer does
+	// not sync, to report the API server's error. nil: not asked.
+	APIReader client.Reader
+	// Informers are the shared cache's informers: a remediation kind is read only once its informer
+	// has synced (kindReadable). nil: reads wait for the sync (a reader that is not a cache).
+	Informers cache.Informers
 	// Leases reads node leases (the lease cache both controllers share) in LeaseNamespace
 	// (lease.DefaultNamespace when empty); nil: leases are not read, and no node counts as leased.
 	Leases         client.Reader
@@ -68,6 +75,11 @@ type Gatherer struct {
 	seen []schema.GroupVersionKind
 	// created are CRs this process created that the cache may not show yet (see Created).
 	created []created
+	// syncBy is, per remediation kind, until when decisions wait for its informer's first sync
+	// (kindReadable); probed the API server's answers to lists of kinds that did not sync
+	// (probeKind).
+	syncBy map[schema.GroupVersionKind]time.Time
+	probed map[schema.GroupVersionKind]probe
 }
 
 // Options select what a snapshot includes.
@@ -173,14 +185,14 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			s.CoveredBy[mhc]++
 		}
 	}
-	all, denied, err := g.remediationCRs(ctx, s.NHC, nhcs.Items)
+	all, kinds, err := g.remediationCRs(ctx, s.NHC, nhcs.Items)
 	if err != nil {
 		return nil, err
 	}
-	if denied != nil && s.Problem == nil {
-		s.Problem = denied
+	if kinds.problem != nil && s.Problem == nil {
+		s.Problem = kinds.problem
 	}
-	s.Unwatchable = denied != nil
+	s.Unwatchable = kinds.problem != nil
 
 	// Ours by node; for the others, who remediates which node.
 	s.CRs = map[string][]unstructured.Unstructured{}
@@ -215,6 +227,9 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 
 	in := health.Input{Now: now, UnhealthyConditions: s.NHC.Spec.UnhealthyConditions, MinHealthy: s.NHC.Spec.MinHealthy,
 		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere, ReturnGrace: g.ReturnGrace, Steps: Steps(&s.NHC.Spec)}
+	if kinds.unlisted != "" {
+		in.ControlPlaneUnknown = fmt.Sprintf("the remediation CRs of kind %s cannot be listed, so a control-plane remediation of another NodeHealthCheck may be unseen", kinds.unlisted)
+	}
 	if s.NHC.Spec.HealthyDelay != nil {
 		in.HealthyDelay = &s.NHC.Spec.HealthyDelay.Duration
 	}
@@ -284,6 +299,15 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	}
 	s.Input = in
 	s.Decision = health.Decide(in)
+	if s.DryRun() && in.RepairBudget != nil {
+		// A simulated start is recorded with the status write that records its first step: no CR
+		// event brings the NodeHealthCheck back to record it later, as one does for a real start.
+		for _, d := range s.Decision.Nodes {
+			if d.Action == health.StartRemediation && len(s.CRs[d.Name]) == 0 {
+				s.simulatedRepairs[d.Name] = append(s.simulatedRepairs[d.Name], now)
+			}
+		}
+	}
 	return s, nil
 }
 

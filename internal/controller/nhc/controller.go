@@ -152,9 +152,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},
-		Leases: r.Leases, LeaseNamespace: r.LeaseNamespace}
+		Leases: r.Leases, LeaseNamespace: r.LeaseNamespace, Informers: mgr.GetCache()}
 	if r.APIReader != nil {
 		r.targets.Etcd = &targets.EtcdReader{Reader: r.APIReader, Mapper: mgr.GetRESTMapper()}
+		r.targets.APIReader = r.APIReader
 	}
 	if r.Skew != nil {
 		r.targets.Skew = r.Skew

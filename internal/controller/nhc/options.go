@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 // ConfigureManager sets the manager options the controllers rely on: reads of unstructured objects
@@ -28,5 +29,10 @@ func ConfigureManager(o *ctrl.Options) {
 	// unstructured map) in the scale benchmark's outage.
 	if o.Cache.DefaultTransform == nil {
 		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
+	}
+	// A remediation kind whose list or watch fails is told apart from a healthy one
+	// (targets.WatchErrors): it disables only the NodeHealthChecks that use it.
+	if o.Cache.DefaultWatchErrorHandler == nil {
+		o.Cache.DefaultWatchErrorHandler = targets.WatchErrors.Handler
 	}
 }

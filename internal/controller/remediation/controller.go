@@ -138,6 +138,8 @@ type Reconciler struct {
 	Refusals *targets.Refusals
 
 	watcher *dynamicwatch.Watcher
+	// informers are the shared cache's, to read a remediation kind only once it has synced.
+	informers cache.Informers
 	// affected maps node and CR events to the NodeHealthChecks they concern.
 	affected *targets.Affected
 	once     sync.Once
@@ -195,6 +197,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	r.informers = mgr.GetCache()
 	r.init()
 	return nil
 }
@@ -217,6 +220,12 @@ func (r *Reconciler) init() {
 			r.Refusals = &targets.Refusals{}
 		}
 		r.targets.Refusals = r.Refusals
+		if r.informers != nil {
+			r.targets.Informers = r.informers
+		}
+		if r.APIReader != nil {
+			r.targets.APIReader = r.APIReader
+		}
 		if r.watcher != nil {
 			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
 				return r.watcher.Ensure(gvk, r.affected.CREvents())
