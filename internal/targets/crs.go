@@ -104,13 +104,11 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 				read.problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationUnavailable,
 					fmt.Sprintf("The remediation CRs of kind %s.%s cannot be read, so the operator cannot tell which nodes are remediated: %s", gvk.Kind, gvk.Group, state.why)}
 			}
-			if !state.synced {
-				// A kind no NodeHealthCheck uses any more (its CRD deleted, say) holds nothing back.
-				if read.unlisted == "" && slices.Contains(inUse, gvk) {
-					read.unlisted = gvk.Kind + "." + gvk.Group
-				}
-				continue
+			// A kind no NodeHealthCheck uses any more (its CRD deleted, say) holds nothing back.
+			if read.unlisted == "" && slices.Contains(inUse, gvk) {
+				read.unlisted = gvk.Kind + "." + gvk.Group
 			}
+			continue
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))

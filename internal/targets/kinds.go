@@ -18,12 +18,13 @@ import (
 // cache read of a kind whose informer never syncs blocks until the reconcile's deadline, and every
 // decision lists the CRs of every kind any NodeHealthCheck uses: one broken remediator stopped every
 // NodeHealthCheck. So each kind is read from the cache only once its informer has synced: the first
-// time for at most KindSyncWait, later not at all until it syncs; and a kind whose list or watch
-// failed within KindFailureWindow counts as failing. Either way the kind is unavailable: the
-// NodeHealthChecks whose templates use it are Disabled (RemediationKindUnavailable, naming the kind
-// and the API's error), every other one decides without it, holding only control-plane starts back
-// while a kind has never been listed (another NodeHealthCheck's control-plane remediation of that
-// kind could not be seen).
+// time for at most KindSyncWait, later not at all until it syncs. Until then the kind is
+// unavailable: the NodeHealthChecks whose templates use it are Disabled (RemediationKindUnavailable,
+// naming the kind and the API's error: the reflector's last one within KindFailureWindow, or the
+// answer to a list of one CR), every other one decides without it, holding only control-plane
+// starts back (another NodeHealthCheck's control-plane remediation of that kind could not be seen).
+// A kind that synced once stays readable: its cache holds the CRs as they were while its watch
+// fails, as for any stale cache.
 
 // KindSyncWait bounds how long a decision waits, once per kind, for a remediation kind's informer to
 // sync: a healthy kind's first list takes milliseconds to a second or two at scale.
@@ -100,11 +101,10 @@ type probe struct {
 	at  time.Time
 }
 
-// kindState says whether a remediation kind's CRs can be read now: ok, or why not, and whether its
-// informer ever synced (the cache holds some view of its CRs).
+// kindState says whether a remediation kind's CRs can be read now: ok, or why not.
 type kindState struct {
-	ok, synced bool
-	why        string
+	ok  bool
+	why string
 }
 
 // kindReadable tells whether the kind's CRs can be listed from the cache now, waiting at most
@@ -113,7 +113,7 @@ type kindState struct {
 // is not).
 func (g *Gatherer) kindReadable(ctx context.Context, gvk schema.GroupVersionKind, inUse bool) kindState {
 	if g.Informers == nil {
-		return kindState{ok: true, synced: true}
+		return kindState{ok: true}
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind))
@@ -141,19 +141,20 @@ func (g *Gatherer) kindReadable(ctx context.Context, gvk schema.GroupVersionKind
 			cancel()
 		}
 	}
+	if synced {
+		// A kind that synced once is read from the cache even while its watch fails: the
+		// reflector lists again, and every decision is level-based (an API server restart makes
+		// every watch fail for a moment; that must not disable anything).
+		return kindState{ok: true}
+	}
 	lastErr, failing := WatchErrors.recent(gvk)
-	if !synced && !failing && inUse {
+	if !failing && inUse {
 		// An informer that lists through a watch (client-go's watch-list) may wait instead of
 		// failing: ask the API server once in a while what it answers.
 		lastErr, failing = g.probeKind(ctx, gvk)
 	}
-	switch {
-	case !synced && failing:
+	if failing {
 		return kindState{why: fmt.Sprintf("listing it fails: %s", lastErr)}
-	case !synced:
-		return kindState{why: fmt.Sprintf("its CRs were not listed within %s", KindSyncWait)}
-	case failing:
-		return kindState{synced: true, why: fmt.Sprintf("watching it fails (the cache shows its CRs as they were): %s", lastErr)}
 	}
-	return kindState{ok: true, synced: true}
+	return kindState{why: fmt.Sprintf("its CRs were not listed within %s", KindSyncWait)}
 }
