@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/notify"
 )
 
 // FlagName is the manager's flag that sets the bound; messages name it.
@@ -65,7 +65,7 @@ type Monitor struct {
 	// what the NodeHealthChecks' conditions say.
 	behind  bool
 	samples uint64 // samples used, for the Probe
-	subs    []chan event.GenericEvent
+	subs    notify.Subscribers
 }
 
 // New returns a Monitor that reads the local time from clk and checks the skew against bound
@@ -125,7 +125,6 @@ func (m *Monitor) observe(s Sample) {
 		return
 	}
 	v := m.verdictLocked()
-	subs := m.subs
 	m.mu.Unlock()
 
 	// Not the request's logger: the request belongs to whichever controller sent it.
@@ -140,14 +139,8 @@ func (m *Monitor) observe(s Sample) {
 	default:
 		log.V(1).Info("Clock skew measured", "message", v.Message)
 	}
-	if !changed {
-		return
-	}
-	for _, ch := range subs {
-		select {
-		case ch <- event.GenericEvent{Object: &remediationv1alpha1.NodeHealthCheck{}}:
-		default: // one is pending already
-		}
+	if changed {
+		m.subs.Notify()
 	}
 }
 
@@ -169,15 +162,10 @@ func (m *Monitor) verdictLocked() Verdict {
 }
 
 // Changes returns a channel that receives an event after every change of the verdict's Known or
-// Exceeded, and of the skew's direction while it is exceeded. Events coalesce: a receiver that falls behind gets one event for several changes, and
-// reads the verdict anew. Each call returns a new subscription.
-func (m *Monitor) Changes() <-chan event.GenericEvent {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	ch := make(chan event.GenericEvent, 1)
-	m.subs = append(m.subs, ch)
-	return ch
-}
+// Exceeded, and of the skew's direction while it is exceeded. Events coalesce: a receiver that
+// falls behind gets one event for several changes, and reads the verdict anew. Each call returns a
+// new subscription.
+func (m *Monitor) Changes() <-chan event.GenericEvent { return m.subs.Subscribe() }
 
 // sampleCount returns how many samples the Monitor has used.
 func (m *Monitor) sampleCount() uint64 {

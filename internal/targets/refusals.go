@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/notify"
 )
 
 // A remediation CR the API server refuses for good (403: the remediator's role does not grant it;
@@ -51,7 +52,7 @@ type Refusal struct {
 type Refusals struct {
 	mu   sync.Mutex
 	by   map[refusalKey]Refusal
-	subs []chan event.GenericEvent
+	subs notify.Subscribers
 }
 
 type refusalKey struct {
@@ -78,10 +79,9 @@ func (r *Refusals) Record(nhc types.UID, node, kind string, err error, now time.
 		rec.Until = now.Add(RefusalHold)
 	}
 	r.by[k] = rec
-	subs := r.subs
 	r.mu.Unlock()
 	if held {
-		notify(subs)
+		r.subs.Notify()
 	}
 	return rec
 }
@@ -111,19 +111,4 @@ func (r *Refusals) Held(nhc types.UID, node string, now time.Time) (string, time
 
 // Changes returns a channel that receives an event whenever a start is newly held back; events
 // coalesce. Each call returns a new subscription.
-func (r *Refusals) Changes() <-chan event.GenericEvent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	ch := make(chan event.GenericEvent, 1)
-	r.subs = append(r.subs, ch)
-	return ch
-}
-
-func notify(subs []chan event.GenericEvent) {
-	for _, ch := range subs {
-		select {
-		case ch <- event.GenericEvent{Object: &remediationv1alpha1.NodeHealthCheck{}}:
-		default: // one is pending already
-		}
-	}
-}
+func (r *Refusals) Changes() <-chan event.GenericEvent { return r.subs.Subscribe() }

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/notify"
 )
 
 // Detector names: metric labels, and how messages name a signal's source.
@@ -165,7 +165,7 @@ type Gate struct {
 	nodeClosed map[string]map[string]bool
 	// nodeSignals holds, per NodeHealthCheck, the node-level signals of its last evaluation, stamped.
 	nodeSignals map[string][]Signal
-	subs        []chan event.GenericEvent
+	subs        notify.Subscribers
 }
 
 // NewGate returns an unknown gate. nodeRollout turns on the kubelet rolling-upgrade node detector.
@@ -365,27 +365,14 @@ func (g *Gate) Verdict() Verdict {
 // Changes returns a channel that receives an event after every change of the verdict. Events
 // coalesce: a receiver that falls behind gets one event for several changes, and reads the
 // verdict anew. Each call returns a new subscription.
-func (g *Gate) Changes() <-chan event.GenericEvent {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ch := make(chan event.GenericEvent, 1)
-	g.subs = append(g.subs, ch)
-	return ch
-}
+func (g *Gate) Changes() <-chan event.GenericEvent { return g.subs.Subscribe() }
 
 func (g *Gate) update(f func() bool) {
 	g.mu.Lock()
 	changed := f()
-	subs := g.subs
 	g.mu.Unlock()
-	if !changed {
-		return
-	}
-	for _, ch := range subs {
-		select {
-		case ch <- event.GenericEvent{Object: &remediationv1alpha1.NodeHealthCheck{}}:
-		default: // one is pending already
-		}
+	if changed {
+		g.subs.Notify()
 	}
 }
 
