@@ -39,3 +39,8 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() { e.Stop() })
+
+// Every spec starts with the fake clock at real time: step timers and overdue steps run from the
+// CRs' creationTimestamps, which the API server sets from its own (real) clock, so a fake clock a
+// previous spec left hours ahead would time a new CR out at once.
+var _ = BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
