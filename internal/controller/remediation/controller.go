@@ -603,7 +603,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if err != nil {
 		return err
 	}
-	cr, err := remediationcr.Build(template, nhc, target, machine)
+	cr, err := remediationcr.Build(template, nhc, target, remediationcr.Machine{Owner: machine})
 	if err != nil {
 		return err
 	}
