@@ -14,6 +14,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -77,6 +78,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		gate = upgrade.NewGate(o.Upgrade.NodeRollout)
 	}
 	templates := NewTemplateReader(mgr)
+	// One reader of nodes' Machines for both controllers: they decide alike which nodes are
+	// control-plane nodes.
+	machines := targets.NewMachines(mgr.GetClient())
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -96,6 +100,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		MaxPause:    o.Upgrade.MaxPause,
 		ReturnGrace: o.ReturnGrace,
 		Templates:   templates,
+		Machines:    machines,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
@@ -111,6 +116,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
 		Templates:      templates,
+		Machines:       machines,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

@@ -48,6 +48,9 @@ type Gatherer struct {
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
 	// reports false when the API server does not serve the kind. nil: no watch is added.
 	Watch func(schema.GroupVersionKind) (bool, error)
+	// Machines tells which nodes are control-plane nodes by their verified Machine, besides their
+	// role labels; nil: by their labels alone.
+	Machines MachineSource
 
 	mu sync.Mutex
 	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
@@ -209,9 +212,13 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			s.repairs[n.Name] = s.repairStarts(n)
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
+		controlPlane, err := g.controlPlane(ctx, n)
+		if err != nil {
+			return nil, err
+		}
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
+			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: controlPlane,
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
 			Repairs: s.repairs[n.Name], CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {

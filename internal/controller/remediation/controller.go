@@ -50,6 +50,9 @@ const (
 	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
 	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
 	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
+	// EventReasonMachineLinkRejected is this operator's: a node names a Machine that does not
+	// confirm it (machine.go).
+	EventReasonMachineLinkRejected = remediationv1alpha1.EventReasonMachineLinkRejected
 )
 
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
@@ -126,6 +129,10 @@ type Reconciler struct {
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace), as for the nhc controller;
 	// zero: off.
 	ReturnGrace time.Duration
+	// Machines reads nodes' Machines, as their annotations name them and verified: the CR's Machine
+	// owner and, with the role labels, which nodes are control-plane nodes. nil: read through
+	// Client (targets.NewMachines).
+	Machines *targets.Machines
 
 	watcher *dynamicwatch.Watcher
 	// affected maps node and CR events to the NodeHealthChecks they concern.
@@ -183,7 +190,10 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace}
+		if r.Machines == nil {
+			r.Machines = targets.NewMachines(r.Client)
+		}
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
 		}
@@ -366,7 +376,7 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node 
 	if first == nil {
 		return time.Time{}, nil
 	}
-	if retryAt, blocked, err := r.etcdGuard(ctx, nhc, node, now); blocked || err != nil {
+	if retryAt, blocked, err := r.etcdGuard(ctx, snap, node); blocked || err != nil {
 		return retryAt, err
 	}
 	// The lease cache first: where it shows no lease, the lease is created with one request (one
@@ -396,14 +406,12 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, node 
 // members come back within about a minute after a reboot, and the guard pods follow them.
 const etcdRetry = time.Minute
 
-// etcdGuard keeps a control-plane node on OpenShift from being remediated while that could break
-// etcd quorum; it says so in an event and retries in a minute.
-func (r *Reconciler) etcdGuard(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, now time.Time) (time.Time, bool, error) {
-	n := &corev1.Node{}
-	if err := r.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-		return time.Time{}, false, client.IgnoreNotFound(err)
-	}
-	if !remediationcr.IsControlPlane(n.Labels) {
+// etcdGuard keeps a control-plane node on OpenShift (by its role labels or its verified Machine, as
+// the snapshot's decision took it) from being remediated while that could break etcd quorum; it
+// says so in an event and retries in a minute.
+func (r *Reconciler) etcdGuard(ctx context.Context, snap *targets.Snapshot, node string) (time.Time, bool, error) {
+	nhc, now := snap.Stored, snap.Now
+	if n, ok := nodeInput(snap, node); !ok || !n.ControlPlane {
 		return time.Time{}, false, nil
 	}
 	openShift, err := r.isOpenShift()
@@ -599,11 +607,11 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if !ok {
 		return nil // no longer selected; the next reconcile decides again
 	}
-	machine, err := r.machineOwner(ctx, target, template.GetNamespace())
+	machine, err := r.machineOf(ctx, nhc, target, template.GetNamespace())
 	if err != nil {
 		return err
 	}
-	cr, err := remediationcr.Build(template, nhc, target, remediationcr.Machine{Owner: machine})
+	cr, err := remediationcr.Build(template, nhc, target, machine)
 	if err != nil {
 		return err
 	}
