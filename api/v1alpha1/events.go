@@ -41,6 +41,11 @@ const (
 	// EventReasonRepairBudgetExhausted (warning): an unhealthy node is not remediated because it was
 	// remediated spec.repairBudget.maxRemediations times within the window.
 	EventReasonRepairBudgetExhausted = "RepairBudgetExhausted"
+	// EventReasonMachineLinkRejected (warning), regarding a NodeHealthCheck and related to a node:
+	// the node's annotations name a Machine that does not confirm the link (missing, its
+	// status.nodeRef names no or another node, another cluster than the node names): the node's CR
+	// is created without that Machine as an owner, and the Machine's role does not count.
+	EventReasonMachineLinkRejected = "MachineLinkRejected"
 	// EventReasonOldRemediationCR (warning): a remediation CR has been running for too long.
 	EventReasonOldRemediationCR = "RemediationCRTooOld"
 

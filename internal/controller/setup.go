@@ -89,6 +89,9 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	refusals := &targets.Refusals{}
+	// One reader of nodes' Machines for both controllers: they decide alike which nodes are
+	// control-plane nodes.
+	machines := targets.NewMachines(mgr.GetClient())
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -113,6 +116,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		APIReader:      mgr.GetAPIReader(),
 		Skew:           o.ClockSkew,
 		Refusals:       refusals,
+		Machines:       machines,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 	}).SetupWithManager(mgr); err != nil {
@@ -131,6 +135,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
 		Templates:      templates,
+		Machines:       machines,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
 	}

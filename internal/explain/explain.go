@@ -66,7 +66,9 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	gate := upgrade.NewGate(false)
 	gate.SetClusterAPICoverage(coverage)
 	gate.Discovered()
-	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate,
+	// Nodes' Machines straight from the API server, kinds from the RESTMapper alone (the user may not
+	// be allowed to read CRDs).
+	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate, Machines: &targets.Machines{Reader: c, Mapper: c.RESTMapper()},
 		Leases: c, LeaseNamespace: o.LeaseNamespace, Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()}}
 	var out []Check
 	for i := range list.Items {
@@ -215,13 +217,24 @@ func blockers(s *targets.Snapshot, node *corev1.Node) []string {
 	if node.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true" {
 		out = append(out, fmt.Sprintf("the node is excluded (%s=true)", remediationv1alpha1.ExcludeFromRemediationLabel))
 	}
-	if remediationcr.IsControlPlane(node.Labels) {
+	if n, ok := inputNode(s, node.Name); ok && n.ControlPlane || remediationcr.IsControlPlane(node.Labels) {
 		out = append(out, "control-plane node: one at a time across all NodeHealthChecks; on OpenShift the operator also checks the etcd quorum guard before it starts")
 	}
 	if b := s.NHC.Spec.RepairBudget; b != nil {
 		out = append(out, fmt.Sprintf("repair budget: %d remediation(s) within %s; counted for this node: %d", b.MaxRemediations, b.Window.Duration, repairsCounted(s, node.Name)))
 	}
 	return out
+}
+
+// inputNode is the decision's input about the named node: whether it is a control-plane node also
+// comes from its verified Machine.
+func inputNode(s *targets.Snapshot, name string) (health.Node, bool) {
+	for i := range s.Input.Nodes {
+		if s.Input.Nodes[i].Name == name {
+			return s.Input.Nodes[i], true
+		}
+	}
+	return health.Node{}, false
 }
 
 // repairsCounted is how many of the node's remediations the repair budget counts (0 for a node the

@@ -94,13 +94,23 @@ func TemplateSpec(template *unstructured.Unstructured) (map[string]any, error) {
 	return spec, nil
 }
 
+// Machine is what a node's verified Machine adds to its CR (internal/targets.MachineLink); the zero
+// value: none.
+type Machine struct {
+	// Owner references the Machine; nil when it lives in another namespace than the CR.
+	Owner *metav1.OwnerReference
+	// ControlPlane is set for a control-plane Machine.
+	ControlPlane bool
+}
+
 // Build returns the remediation CR for node from template: the template's apiVersion and namespace,
 // its kind without "Template", the node's name (or generateName "<node>-" where the template supports
 // several CRs per node), the node-name and template-name annotations, the part-of label and, for a
-// control-plane node, the isControlPlaneNode label, an owner reference to the NodeHealthCheck (not a
-// controller reference, as the public operator sets it: that one is left to the remediator), an owner
-// reference to the node's Machine when given, and spec copied from the template's spec.template.spec.
-func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeHealthCheck, target *corev1.Node, machine *metav1.OwnerReference) (*unstructured.Unstructured, error) {
+// control-plane node (by its role labels or its verified Machine), the isControlPlaneNode label, an
+// owner reference to the NodeHealthCheck (not a controller reference, as the public operator sets
+// it: that one is left to the remediator), an owner reference to the node's verified Machine when
+// given, and spec copied from the template's spec.template.spec.
+func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeHealthCheck, target *corev1.Node, machine Machine) (*unstructured.Unstructured, error) {
 	node := target.Name
 	kind := template.GetKind()
 	if !strings.HasSuffix(kind, remediationv1alpha1.TemplateSuffix) || kind == remediationv1alpha1.TemplateSuffix {
@@ -124,7 +134,7 @@ func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeH
 		remediationv1alpha1.TemplateNameAnnotation: template.GetName(),
 	})
 	labels := map[string]string{remediationv1alpha1.PartOfLabel: remediationv1alpha1.PartOfValue}
-	if IsControlPlane(target.Labels) {
+	if IsControlPlane(target.Labels) || machine.ControlPlane {
 		labels[remediationv1alpha1.ControlPlaneCRLabel] = ""
 	}
 	cr.SetLabels(labels)
@@ -132,8 +142,8 @@ func Build(template *unstructured.Unstructured, owner *remediationv1alpha1.NodeH
 		APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck",
 		Name: owner.Name, UID: owner.UID, Controller: ptr.To(false),
 	}}
-	if machine != nil {
-		refs = append(refs, *machine)
+	if machine.Owner != nil {
+		refs = append(refs, *machine.Owner)
 	}
 	cr.SetOwnerReferences(refs)
 	return cr, nil

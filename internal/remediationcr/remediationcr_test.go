@@ -31,7 +31,7 @@ func owner() *remediationv1alpha1.NodeHealthCheck {
 
 func TestBuildFollowsTheTemplateContract(t *testing.T) {
 	tmpl := metal3Template()
-	machine := &metav1.OwnerReference{APIVersion: "machine.openshift.io/v1beta1", Kind: "Machine", Name: "m-1", UID: "m-uid"}
+	machine := Machine{Owner: &metav1.OwnerReference{APIVersion: "machine.openshift.io/v1beta1", Kind: "Machine", Name: "m-1", UID: "m-uid"}}
 	cr, err := Build(tmpl, owner(), nodeNamed("worker-1"), machine)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +79,7 @@ func TestBuildLabelsControlPlaneCRs(t *testing.T) {
 	for _, label := range []string{ControlPlaneRoleLabel, MasterRoleLabel} {
 		node := nodeNamed("cp-1")
 		node.Labels = map[string]string{label: ""}
-		cr, err := Build(metal3Template(), owner(), node, nil)
+		cr, err := Build(metal3Template(), owner(), node, Machine{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,10 +92,41 @@ func TestBuildLabelsControlPlaneCRs(t *testing.T) {
 	}
 }
 
+// A worker-labelled node whose verified Machine is a control-plane Machine gets a control-plane CR:
+// the one-control-plane-node rule counts it, across NodeHealthChecks.
+func TestBuildLabelsCRsOfControlPlaneMachines(t *testing.T) {
+	node := nodeNamed("cp-1")
+	node.Labels = map[string]string{"node-role.kubernetes.io/worker": ""}
+	for _, tc := range []struct {
+		machine Machine
+		want    bool
+	}{
+		{Machine{}, false},
+		{Machine{Owner: &metav1.OwnerReference{Kind: "Machine", Name: "m"}}, false},
+		{Machine{ControlPlane: true}, true}, // a Machine in another namespace: no owner, the role counts
+		{Machine{Owner: &metav1.OwnerReference{Kind: "Machine", Name: "m"}, ControlPlane: true}, true},
+	} {
+		cr, err := Build(metal3Template(), owner(), node, tc.machine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, got := cr.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]; got != tc.want {
+			t.Errorf("%+v: labels %v, want the control-plane label: %v", tc.machine, cr.GetLabels(), tc.want)
+		}
+		wantRefs := 1 // the NodeHealthCheck
+		if tc.machine.Owner != nil {
+			wantRefs = 2
+		}
+		if got := len(cr.GetOwnerReferences()); got != wantRefs {
+			t.Errorf("%+v: owner references %v", tc.machine, cr.GetOwnerReferences())
+		}
+	}
+}
+
 func TestBuildWithMultipleTemplatesSupportGeneratesNames(t *testing.T) {
 	tmpl := metal3Template()
 	tmpl.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-	cr, err := Build(tmpl, owner(), nodeNamed("worker-1"), nil)
+	cr, err := Build(tmpl, owner(), nodeNamed("worker-1"), Machine{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +138,7 @@ func TestBuildWithMultipleTemplatesSupportGeneratesNames(t *testing.T) {
 func TestBuildEmptyInnerSpec(t *testing.T) {
 	tmpl := metal3Template()
 	_ = unstructured.SetNestedMap(tmpl.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")
-	cr, err := Build(tmpl, owner(), nodeNamed("n"), nil)
+	cr, err := Build(tmpl, owner(), nodeNamed("n"), Machine{})
 	if err != nil || len(cr.Object["spec"].(map[string]any)) != 0 {
 		t.Fatalf("cr %v err %v", cr, err)
 	}
@@ -124,7 +155,7 @@ func TestBuildRefusesBrokenTemplates(t *testing.T) {
 	_ = unstructured.SetNestedField(stringTemplate.Object, "reboot", "spec", "template")
 	for name, tmpl := range map[string]*unstructured.Unstructured{"no spec.template": noTemplate, "kind without suffix": badKind,
 		"spec.template.spec a string": stringSpec, "spec.template a string": stringTemplate} {
-		if _, err := Build(tmpl, owner(), nodeNamed("n"), nil); err == nil {
+		if _, err := Build(tmpl, owner(), nodeNamed("n"), Machine{}); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -146,13 +177,13 @@ func TestBuildForLongNodeNames(t *testing.T) {
 	if len(node) != 253 {
 		t.Fatalf("node name of %d characters", len(node))
 	}
-	cr, err := Build(metal3Template(), owner(), nodeNamed(node), nil)
+	cr, err := Build(metal3Template(), owner(), nodeNamed(node), Machine{})
 	if err != nil || cr.GetName() != node {
 		t.Fatalf("name %q err %v", cr.GetName(), err)
 	}
 	multi := metal3Template()
 	multi.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
-	cr, err = Build(multi, owner(), nodeNamed(node), nil)
+	cr, err = Build(multi, owner(), nodeNamed(node), Machine{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +206,7 @@ func TestBuildForLongNodeNames(t *testing.T) {
 
 // The in-place readers of unstructured CRs answer as the copying getters do.
 func TestInPlaceReadersAgreeWithGetters(t *testing.T) {
-	built, err := Build(metal3Template(), owner(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{ControlPlaneRoleLabel: ""}}}, nil)
+	built, err := Build(metal3Template(), owner(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Labels: map[string]string{ControlPlaneRoleLabel: ""}}}, Machine{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,6 +68,9 @@ type Gatherer struct {
 	// Skew measures the skew between this process's clock and the API server's; nil: not measured
 	// (no new remediation is held back for it).
 	Skew SkewMeter
+	// Machines tells which nodes are control-plane nodes by their verified Machine, besides their
+	// role labels; nil: by their labels alone.
+	Machines MachineSource
 
 	mu sync.Mutex
 	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
@@ -254,9 +257,13 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			slices.SortFunc(repairs, func(a, b time.Time) int { return a.Compare(b) })
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
+		controlPlane, err := g.controlPlane(ctx, n)
+		if err != nil {
+			return nil, err
+		}
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0, CRs: s.stepCRs(n.Name),
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: remediationcr.IsControlPlane(n.Labels),
+			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: controlPlane,
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
 			Repairs: repairs, CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {

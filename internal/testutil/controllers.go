@@ -228,7 +228,7 @@ func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.No
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "getting node %s: %v", node, err)
 		target.Name = node // a CR left for a node that is gone
 	}
-	cr, err := remediationcr.Build(template, owner, target, nil)
+	cr, err := remediationcr.Build(template, owner, target, remediationcr.Machine{})
 	Expect(err).NotTo(HaveOccurred())
 	e.Create(ctx, cr)
 	return cr

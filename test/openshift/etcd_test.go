@@ -8,11 +8,14 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/machines"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", Ordered, func() {
@@ -87,6 +90,29 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+	})
+
+	It("4. waits for a worker-labelled node whose verified Machine is a control-plane Machine", func(ctx SpecContext) {
+		etcdBudget(ctx, 0)
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		machine := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+			"status": map[string]any{"nodeRef": map[string]any{"name": node.Name}}}}
+		machine.SetNamespace(testutil.TemplateNamespace)
+		machine.SetName(e.Unique("master"))
+		machine.SetLabels(map[string]string{machines.OpenShiftMachineRoleLabel: machines.OpenShiftMasterRole})
+		e.Create(ctx, machine)
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+		node.Labels["node-role.kubernetes.io/worker"] = ""
+		node.Annotations = map[string]string{machines.OpenShiftMachineAnnotation: machine.GetNamespace() + "/" + machine.GetName()}
+		Expect(e.K8s.Update(ctx, node)).To(Succeed())
+		guardPod(ctx, node.Name, true)
+		e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group)
+		heldByEtcdGuard(ctx, n.Name, node.Name)
+		Consistently(crsOf(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
 	It("leaves worker nodes alone", func(ctx SpecContext) {

@@ -80,6 +80,9 @@ type Reconciler struct {
 	// APIReader reads around the cache: the etcd guard's disruption budget and guard pods, for a
 	// control-plane node on OpenShift that could be remediated now. nil: no etcd guard.
 	APIReader client.Reader
+	// Machines tells which nodes are control-plane nodes by their verified Machine (as the
+	// remediation controller reads them); nil: read through Client (targets.NewMachines).
+	Machines *targets.Machines
 	// StartWait is how long, in real time, the status write waits for the remediation controller's
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
@@ -148,7 +151,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.watcher = dynamicwatch.New(c, mgr.GetCache())
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
+	if r.Machines == nil {
+		r.Machines = targets.NewMachines(r.Client)
+	}
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},

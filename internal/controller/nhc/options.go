@@ -7,14 +7,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
+	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 // ConfigureManager sets the manager options the controllers rely on: reads of unstructured objects
 // (templates and remediation CRs, whose kinds are only known at run time) are served from the shared
-// cache, cached Nodes are trimmed to what decisions read, cached objects carry no managedFields, and a NodeHealthCheck the operator cannot
-// decode is left out of the cache (and reported) instead of keeping the whole NodeHealthCheck cache
-// from syncing (decodeguard.NewCache).
+// cache, cached Nodes and Machines are trimmed to what decisions read, cached objects carry no
+// managedFields, and a NodeHealthCheck the operator cannot decode is left out of the cache (and
+// reported) instead of keeping the whole NodeHealthCheck cache from syncing (decodeguard.NewCache).
 func ConfigureManager(o *ctrl.Options) {
 	o.NewCache = decodeguard.NewCache(o.NewCache)
 	if o.Client.Cache == nil {
@@ -35,4 +36,7 @@ func ConfigureManager(o *ctrl.Options) {
 	if o.Cache.DefaultWatchErrorHandler == nil {
 		o.Cache.DefaultWatchErrorHandler = targets.WatchErrors.Handler
 	}
+	// Machines (both kinds, read as unstructured objects: one informer per kind, shared by the
+	// Machine links and the Cluster API MachineHealthCheck detector) keep only what is read of them.
+	o.Cache.DefaultTransform = machines.Transform(o.Cache.DefaultTransform)
 }

@@ -54,6 +54,9 @@ const (
 	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
 	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
 	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
+	// EventReasonMachineLinkRejected is this operator's: a node names a Machine that does not
+	// confirm it (machine.go).
+	EventReasonMachineLinkRejected = remediationv1alpha1.EventReasonMachineLinkRejected
 )
 
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
@@ -136,6 +139,10 @@ type Reconciler struct {
 	// Refusals records the CR creates the API server refuses for good, shared with the nhc
 	// controller's decisions; a new record when nil.
 	Refusals *targets.Refusals
+	// Machines reads nodes' Machines, as their annotations name them and verified: the CR's Machine
+	// owner and, with the role labels, which nodes are control-plane nodes. nil: read through
+	// Client (targets.NewMachines).
+	Machines *targets.Machines
 
 	watcher *dynamicwatch.Watcher
 	// informers are the shared cache's, to read a remediation kind only once it has synced.
@@ -208,7 +215,10 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace,
+		if r.Machines == nil {
+			r.Machines = targets.NewMachines(r.Client)
+		}
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
@@ -644,7 +654,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if !ok {
 		return nil // no longer selected; the next reconcile decides again
 	}
-	machine, err := r.machineOwner(ctx, target, template.GetNamespace())
+	machine, err := r.machineOf(ctx, nhc, target, template.GetNamespace())
 	if err != nil {
 		return err
 	}

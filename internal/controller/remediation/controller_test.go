@@ -192,34 +192,6 @@ var _ = Describe("The remediation lifecycle", func() {
 		Expect(cr.GetName()).To(HavePrefix(sick.Name + "-"))
 	})
 
-	It("4. adds an owner reference to the node's Machine in the template's namespace", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		machine := newMachine(ctx, "machine.openshift.io/v1beta1")
-		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
-		sick.Annotations = map[string]string{remediation.MachineAnnotation: testutil.TemplateNamespace + "/" + machine.GetName()}
-		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
-		e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		Expect(testCRs(ctx, sick.Name)()[0].GetOwnerReferences()).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-			"Kind": Equal("Machine"), "Name": Equal(machine.GetName()), "UID": Equal(machine.GetUID())})))
-	})
-
-	It("4. adds an owner reference to the node's Cluster API Machine in the template's namespace, and none to one elsewhere", func(ctx SpecContext) {
-		machine := newMachine(ctx, "cluster.x-k8s.io/v1beta1")
-		owned := func(namespace string) []metav1.OwnerReference {
-			group, sick := workers(ctx)
-			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
-			sick.Annotations = map[string]string{remediation.ClusterAPIMachineAnnotation: machine.GetName(), remediation.ClusterAPINamespaceAnnotation: namespace}
-			Expect(e.K8s.Update(ctx, sick)).To(Succeed())
-			e.NewNHC(ctx, group)
-			Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-			return testCRs(ctx, sick.Name)()[0].GetOwnerReferences()
-		}
-		Expect(owned(testutil.TemplateNamespace)).To(ContainElement(MatchFields(IgnoreExtras, Fields{
-			"APIVersion": Equal("cluster.x-k8s.io/v1beta1"), "Kind": Equal("Machine"), "Name": Equal(machine.GetName()), "UID": Equal(machine.GetUID())})))
-		Expect(owned("another-namespace")).NotTo(ContainElement(HaveField("Kind", "Machine")), "an owner must live in the CR's namespace")
-	})
-
 	It("4. leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
@@ -365,17 +337,6 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 })
-
-// newMachine creates a Machine of that API version in the template namespace.
-func newMachine(ctx context.Context, apiVersion string) *unstructured.Unstructured {
-	machine := &unstructured.Unstructured{}
-	machine.SetAPIVersion(apiVersion)
-	machine.SetKind("Machine")
-	machine.SetNamespace(testutil.TemplateNamespace)
-	machine.SetName(e.Unique("machine"))
-	e.Create(ctx, machine)
-	return machine
-}
 
 // series returns the metric of the family with exactly these labels.
 func series(name string, labels map[string]string) *dto.Metric { return testutil.Series(name, labels) }

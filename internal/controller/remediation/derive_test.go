@@ -309,7 +309,7 @@ var _ = Describe("A CR name that is taken", func() {
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with the node failing below
 		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
 		// (left by hand, or by another tool), built as the remediation controller would build its CR.
-		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick, nil)
+		foreign, err := remediationcr.Build(testutil.TemplateObject("foreign", true), testutil.NewNHC("someone"), sick, remediationcr.Machine{})
 		Expect(err).NotTo(HaveOccurred())
 		foreign.SetOwnerReferences(nil)
 		e.Create(ctx, foreign)
@@ -349,7 +349,7 @@ var _ = Describe("A control-plane CR of a node that is gone", func() {
 		template := &unstructured.Unstructured{}
 		template.SetGroupVersionKind(other.Spec.RemediationTemplate.GroupVersionKind())
 		Expect(e.K8s.Get(ctx, client.ObjectKey{Namespace: other.Spec.RemediationTemplate.Namespace, Name: other.Spec.RemediationTemplate.Name}, template)).To(Succeed())
-		held, err := remediationcr.Build(template, other, gone, nil)
+		held, err := remediationcr.Build(template, other, gone, remediationcr.Machine{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held.GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
 		held.SetFinalizers([]string{"test.medik8s.io/remediator"})

@@ -3,62 +3,68 @@ package remediation
 import (
 	"context"
 	"fmt"
-	"strings"
+	"hash/fnv"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/medik8s/node-healthcheck/internal/openshift"
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/machines"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
-// MachineAnnotation on a Node names its Machine as "<namespace>/<name>" (OpenShift Machine API).
-const MachineAnnotation = openshift.MachineAnnotation
+// Node annotations that name a node's Machine (internal/machines): OpenShift's, as
+// "<namespace>/<name>", and Cluster API's, the name and the namespace in two annotations.
+const (
+	MachineAnnotation             = machines.OpenShiftMachineAnnotation
+	ClusterAPIMachineAnnotation   = machines.ClusterAPIMachineAnnotation
+	ClusterAPINamespaceAnnotation = machines.ClusterAPINamespaceAnnotation
+)
 
-// machineOwner returns an owner reference to the node's Machine when the node names one in the
-// template's namespace and it exists: OpenShift's (machine.openshift.io/machine: <namespace>/<name>)
-// or Cluster API's (cluster.x-k8s.io/machine and cluster.x-k8s.io/cluster-namespace), as Metal3's
-// remediation expects of a CR.
-func (r *Reconciler) machineOwner(ctx context.Context, node *corev1.Node, namespace string) (*metav1.OwnerReference, error) {
-	gvk := openshift.Machine
-	ns, name, found := strings.Cut(node.Annotations[MachineAnnotation], "/")
-	if !found {
-		// Cluster API: the Machine's name and namespace in two annotations; its version is the one
-		// the API server prefers (v1beta1 or v1beta2).
-		ns, name = node.Annotations[ClusterAPINamespaceAnnotation], node.Annotations[ClusterAPIMachineAnnotation]
-		if ns == "" || name == "" || ns != namespace {
-			return nil, nil
-		}
-		mapping, err := r.Client.RESTMapper().RESTMapping(clusterAPIMachine)
-		if meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("finding the Cluster API Machine kind: %w", err)
-		}
-		gvk = mapping.GroupVersionKind
+// machineOf returns what the node's Machine adds to its CR in the template's namespace: an owner
+// reference to it, as Metal3's remediation expects of a CR, and whether it is a control-plane
+// Machine. Only a Machine that confirms the node's claim counts (its status.nodeRef names the node,
+// see machines.Verify): the claim is the node's own annotation, which a compromised kubelet could
+// point at a healthy control-plane Machine, so that Metal3 reboots that host. A claim that does not
+// verify adds nothing and is reported once per node and Machine (reportMachineLink).
+//
+// The Machine is read from the cache, as the decision that led here read it: no request per
+// remediation (each failure is counted in requests), and the CR's control-plane label agrees with
+// the decision's one-at-a-time rule. A cache that lags shows an earlier state of the Machine, which
+// the node could not write either, and a Machine's status.nodeRef does not move to another node.
+func (r *Reconciler) machineOf(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node *corev1.Node, namespace string) (remediationcr.Machine, error) {
+	link, err := r.Machines.Link(ctx, node)
+	if err != nil {
+		return remediationcr.Machine{}, err
 	}
-	if ns != namespace || name == "" {
-		return nil, nil
+	if link.Rejected != "" {
+		r.reportMachineLink(ctx, nhc, node.Name, link.Claim, link.Rejected)
 	}
-	machine := &metav1.PartialObjectMetadata{}
-	machine.SetGroupVersionKind(gvk)
-	if err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, machine); err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting machine %s/%s: %w", ns, name, err)
+	m := link.ForCR(namespace)
+	if link.Verified && m.Owner == nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("The node's Machine lives in another namespace than its CR: no owner reference", "node", node.Name,
+			"machine", link.Claim.String(), "namespace", namespace)
 	}
-	return &metav1.OwnerReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Name: name, UID: machine.UID}, nil
+	return m, nil
 }
 
-// Cluster API's annotations on a Node that name its Machine, and the Machine's kind.
-const (
-	ClusterAPIMachineAnnotation   = "cluster.x-k8s.io/machine"
-	ClusterAPINamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
-)
-
-var clusterAPIMachine = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
+// reportMachineLink emits a MachineLinkRejected warning, once per node, Machine and cause (again
+// after a restart at most), regarding the NodeHealthCheck and related to the node, and logs it.
+func (r *Reconciler) reportMachineLink(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, claim machines.Claim, why string) {
+	key := fmt.Sprintf("machine-link/%s/%s/%s/%s", node, claim.Kind, claim, why)
+	if _, seen := r.reported.LoadOrStore(key, true); seen {
+		return
+	}
+	msg := fmt.Sprintf("Node %s names %s %s in its %s annotation, but %s: its remediation CR gets no Machine owner, and the Machine's role does not count",
+		node, claim.Kind, claim, claim.Annotation, why)
+	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
+	if r.Recorder != nil {
+		// An action per note: the recorder merges a series by reason, action, regarding and related
+		// object and keeps its first note (see skipAction).
+		h := fnv.New32a()
+		h.Write([]byte(msg))
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonMachineLinkRejected,
+			fmt.Sprintf("VerifyMachine-%08x", h.Sum32()), "%s", msg)
+	}
+}
