@@ -30,6 +30,9 @@ import (
 // sync: a healthy kind's first list takes milliseconds to a second or two at scale.
 const KindSyncWait = 10 * time.Second
 
+// These bounds are on real time (time.Now, not the decisions' clock): they measure how long an
+// informer takes to sync and how recent an API error is, which a fake clock in tests does not move.
+
 // KindFailureWindow is how long after a failed list or watch a remediation kind counts as failing:
 // a broken kind's reflector retries with a backoff of at most 30 seconds, so a failure that lasts
 // is seen again within it.
