@@ -119,7 +119,7 @@ var kinds = []moveKind{
 	// Moves of issue 24: the same node failing again and again (the repair budget), its reset, dry-run,
 	// clock skew, a maintenance operator's lease, watches dropped, the API server restarted, the leader
 	// killed, and bursts.
-	{"relapse", "fail <node> False|Unknown (a node that failed before, one of those that failed most)", 6, func(w *world) (move, bool) {
+	{"relapse", "fail <node> False|Unknown (a node that failed before, one of those that failed most)", 8, func(w *world) (move, bool) {
 		most := 0
 		if w.crowded() {
 			return move{}, false
@@ -132,16 +132,16 @@ var kinds = []moveKind{
 		}
 		return w.nodeMove("fail", func(n node) bool { return isHealthy(n) && n.Failures == most }, unhealthyStatus(w))
 	}},
-	{"reset-budget", "reset-budget <node>", 2, func(w *world) (move, bool) {
+	{"reset-budget", "reset-budget <node>", 3, func(w *world) (move, bool) {
 		return w.nodeMove("reset-budget", func(n node) bool { return n.Exists && n.Failures >= 2 }, "")
 	}},
-	{"dry-run", "dry-run <nhc> on|off", 3, func(w *world) (move, bool) {
+	{"dry-run", "dry-run <nhc> on|off", 4, func(w *world) (move, bool) {
 		if dry := w.nhcs(func(h *nhc) bool { return h.Spec.DryRun }); len(dry) > 0 {
 			return move{Kind: "dry-run", NHC: pick(w, dry), On: false}, true
 		}
 		return move{Kind: "dry-run", NHC: pick(w, w.cur.nhcNames()), On: true}, w.oneIn(3)
 	}},
-	{"skew", "skew <offset>", 3, func(w *world) (move, bool) {
+	{"skew", "skew <offset>", 4, func(w *world) (move, bool) {
 		if w.cur.skewed() {
 			return move{Kind: "skew", D: pick(w, []time.Duration{0, 3 * time.Second, -3 * time.Second})}, true
 		}
@@ -154,7 +154,7 @@ var kinds = []moveKind{
 		return w.nodeMove("maintain", func(n node) bool { return n.Exists && !n.Maintained }, "")
 	}},
 	{"drop-watches", "drop-watches", 3, func(w *world) (move, bool) { return move{Kind: "drop-watches"}, true }},
-	{"apiserver-restart", "apiserver-restart", 1, func(w *world) (move, bool) { return move{Kind: "apiserver-restart"}, true }},
+	{"apiserver-restart", "apiserver-restart", 2, func(w *world) (move, bool) { return move{Kind: "apiserver-restart"}, true }},
 	{"kill", "kill", 3, func(w *world) (move, bool) { return move{Kind: "kill"}, true }},
 	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
