@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,7 +33,15 @@ type move struct {
 	Pool   string
 	Config int
 	Rate   float64
+	On     bool
+	// Count is, for a burst, how many moves it makes.
+	Count int
+	// Chosen is the kind that chose a random move (relapse makes a fail move); not part of a script.
+	Chosen string
 }
+
+// A step is one move, or a burst: several moves without settling in between (script syntax: the
+// moves joined by " + "), so that later moves land while the controllers still work on the first.
 
 // Move kinds, their script syntax, and how often a random run picks them (weights). A kind whose
 // precondition the model does not meet is not picked.
@@ -42,7 +52,10 @@ type moveKind struct {
 }
 
 var kinds = []moveKind{
-	{"fail", "fail <node> False|Unknown", 14, func(w *world) (move, bool) {
+	{"fail", "fail <node> False|Unknown", 18, func(w *world) (move, bool) {
+		if w.crowded() {
+			return move{}, false
+		}
 		return w.nodeMove("fail", isHealthy, unhealthyStatus(w))
 	}},
 	{"recover", "recover <node>", 4, func(w *world) (move, bool) { return w.nodeMove("recover", isUnhealthy, "") }},
@@ -52,7 +65,7 @@ var kinds = []moveKind{
 	{"cr-fails", "cr-fails <node>", 5, func(w *world) (move, bool) {
 		return w.nodeMove("cr-fails", w.unhealthyFor(30*time.Second), "")
 	}},
-	{"clock", "clock <duration>", 22, func(w *world) (move, bool) { return move{Kind: "clock", D: pick(w, clockSteps)}, true }},
+	{"clock", "clock <duration>", 26, func(w *world) (move, bool) { return move{Kind: "clock", D: pick(w, clockSteps)}, true }},
 	{"pool", "pool <node> a|b|none", 5, func(w *world) (move, bool) {
 		m, ok := w.nodeMove("pool", exists, "")
 		if ok {
@@ -64,6 +77,8 @@ var kinds = []moveKind{
 		m, ok := w.nodeMove("exclude", exists, "")
 		if ok && w.cur.Nodes[m.Nodes[0]].Excluded {
 			m.Kind = "include"
+		} else if ok && !w.oneIn(3) {
+			return move{}, false
 		}
 		return m, ok
 	}},
@@ -72,11 +87,10 @@ var kinds = []moveKind{
 		return move{Kind: "template", NHC: h.Name, Config: pick(w, slices.DeleteFunc([]int{0, 1, 2, 3, 4, 5, 6, 7}, func(i int) bool { return i == h.Config }))}, true
 	}},
 	{"pause", "pause <nhc> | resume <nhc>", 4, func(w *world) (move, bool) {
-		h := w.cur.NHCs[pick(w, w.cur.nhcNames())]
-		if h.paused() {
-			return move{Kind: "resume", NHC: h.Name}, true
+		if paused := w.nhcs((*nhc).paused); len(paused) > 0 {
+			return move{Kind: "resume", NHC: pick(w, paused)}, true
 		}
-		return move{Kind: "pause", NHC: h.Name}, true
+		return move{Kind: "pause", NHC: pick(w, w.cur.nhcNames())}, w.oneIn(3)
 	}},
 	{"forge", "forge <nhc> <node>", 3, func(w *world) (move, bool) {
 		h := pick(w, w.cur.nhcNames())
@@ -102,9 +116,50 @@ var kinds = []moveKind{
 	{"recreate", "recreate <node>", 3, func(w *world) (move, bool) {
 		return w.nodeMove("recreate", func(n node) bool { return !n.Exists }, "")
 	}},
+	// Moves of issue 24: the same node failing again and again (the repair budget), its reset, dry-run,
+	// clock skew, a maintenance operator's lease, watches dropped, the API server restarted, the leader
+	// killed, and bursts.
+	{"relapse", "fail <node> False|Unknown (a node that failed before, one of those that failed most)", 8, func(w *world) (move, bool) {
+		most := 0
+		if w.crowded() {
+			return move{}, false
+		}
+		for _, name := range w.nodes(isHealthy) {
+			most = max(most, w.cur.Nodes[name].Failures)
+		}
+		if most == 0 {
+			return move{}, false
+		}
+		return w.nodeMove("fail", func(n node) bool { return isHealthy(n) && n.Failures == most }, unhealthyStatus(w))
+	}},
+	{"reset-budget", "reset-budget <node>", 3, func(w *world) (move, bool) {
+		return w.nodeMove("reset-budget", func(n node) bool { return n.Exists && n.Failures >= 2 }, "")
+	}},
+	{"dry-run", "dry-run <nhc> on|off", 4, func(w *world) (move, bool) {
+		if dry := w.nhcs(func(h *nhc) bool { return h.Spec.DryRun }); len(dry) > 0 {
+			return move{Kind: "dry-run", NHC: pick(w, dry), On: false}, true
+		}
+		return move{Kind: "dry-run", NHC: pick(w, w.cur.nhcNames()), On: true}, w.oneIn(3)
+	}},
+	{"skew", "skew <offset>", 4, func(w *world) (move, bool) {
+		if w.cur.skewed() {
+			return move{Kind: "skew", D: pick(w, []time.Duration{0, 3 * time.Second, -3 * time.Second})}, true
+		}
+		return move{Kind: "skew", D: pick(w, []time.Duration{5 * time.Minute, -5 * time.Minute, 20 * time.Second, -20 * time.Second})}, w.oneIn(4)
+	}},
+	{"maintain", "maintain <node> | unmaintain <node>", 3, func(w *world) (move, bool) {
+		if maintained := w.nodes(func(n node) bool { return n.Maintained }); len(maintained) > 0 && w.rng.IntN(2) == 0 {
+			return move{Kind: "unmaintain", Nodes: []string{pick(w, maintained)}}, true
+		}
+		return w.nodeMove("maintain", func(n node) bool { return n.Exists && !n.Maintained }, "")
+	}},
+	{"drop-watches", "drop-watches", 3, func(w *world) (move, bool) { return move{Kind: "drop-watches"}, true }},
+	{"apiserver-restart", "apiserver-restart", 2, func(w *world) (move, bool) { return move{Kind: "apiserver-restart"}, true }},
+	{"kill", "kill", 3, func(w *world) (move, bool) { return move{Kind: "kill"}, true }},
+	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
 		healthy := w.nodes(isHealthy)
-		if len(healthy) == 0 {
+		if len(healthy) == 0 || w.crowded() {
 			return move{}, false
 		}
 		w.rng.Shuffle(len(healthy), func(i, j int) { healthy[i], healthy[j] = healthy[j], healthy[i] })
@@ -126,6 +181,32 @@ func isWorker(n node) bool    { return n.Exists && !n.ControlPlane }
 
 func pick[T any](w *world, from []T) T { return from[w.rng.IntN(len(from))] }
 
+// oneIn is true one time in n: the moves that hold remediations back (pause, dry-run, skew beyond
+// the bound, the exclusion label) are made less often than their reverse, so that a long history
+// spends most of its time with remediations possible, not with every hold on at once.
+func (w *world) oneIn(n int) bool { return w.rng.IntN(n) == 0 }
+
+// undoing is how much more often a kind of move is drawn while it has something to undo: a hold
+// (a pause, dry-run, the skew beyond the bound, a maintenance, API faults, a poisoned node) lasts a
+// few steps, not the rest of a short run.
+func (w *world) undoing(kind string) int {
+	switch {
+	case kind == "skew" && w.cur.skewed():
+		return 6
+	case kind == "pause" && len(w.nhcs((*nhc).paused)) > 0,
+		kind == "dry-run" && len(w.nhcs(func(h *nhc) bool { return h.Spec.DryRun })) > 0:
+		return 4
+	case kind == "maintain" && len(w.nodes(func(n node) bool { return n.Maintained })) > 0,
+		kind == "faults" && w.faultRate > 0, kind == "poison" && w.cur.Poisoned != "":
+		return 2
+	}
+	return 1
+}
+
+// crowded reports whether so many nodes are unhealthy that no more fail: a long history keeps
+// around the NodeHealthChecks' thresholds instead of drifting to every node down.
+func (w *world) crowded() bool { return len(w.nodes(isUnhealthy)) >= 5 }
+
 // unhealthyFor matches nodes whose Ready condition has not been True for at least d.
 func (w *world) unhealthyFor(d time.Duration) func(node) bool {
 	return func(n node) bool { return isUnhealthy(n) && !w.cur.Now.Before(n.Since.Add(d)) }
@@ -136,6 +217,17 @@ func (w *world) nodes(match func(node) bool) []string {
 	var out []string
 	for _, name := range w.cur.nodeNames() {
 		if match(w.cur.Nodes[name]) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// nhcs returns the names of the model's NodeHealthChecks that match, sorted.
+func (w *world) nhcs(match func(*nhc) bool) []string {
+	var out []string
+	for _, name := range w.cur.nhcNames() {
+		if match(w.cur.NHCs[name]) {
 			out = append(out, name)
 		}
 	}
@@ -155,12 +247,13 @@ func unhealthyStatus(w *world) corev1.ConditionStatus {
 	return pick(w, []corev1.ConditionStatus{corev1.ConditionFalse, corev1.ConditionUnknown})
 }
 
-// randomMove chooses the next move by weight among the kinds the model allows.
-func (w *world) randomMove() move {
+// randomMove chooses the next move by weight among the kinds the model allows; within a burst
+// (inBurst), never another burst.
+func (w *world) randomMove(inBurst bool) move {
 	weight := func(kind string) int {
 		for _, k := range kinds {
-			if k.kind == kind && !slices.Contains(w.skip, kind) {
-				return k.weight
+			if k.kind == kind && !slices.Contains(w.skip, kind) && (!inBurst || kind != "burst") {
+				return k.weight * w.undoing(kind)
 			}
 		}
 		return 0
@@ -174,6 +267,7 @@ func (w *world) randomMove() move {
 		for _, k := range kinds {
 			if r < weight(k.kind) {
 				if m, ok := k.choose(w); ok {
+					m.Chosen = k.kind
 					return m
 				}
 				break
@@ -209,25 +303,49 @@ func (m move) String() string {
 			return "faults off"
 		}
 		return fmt.Sprintf("faults %g", m.Rate)
-	case "unpoison", "restart", "leader-change":
+	case "unpoison", "restart", "leader-change", "drop-watches", "apiserver-restart", "kill":
 		return m.Kind
+	case "dry-run":
+		if m.On {
+			return "dry-run " + m.NHC + " on"
+		}
+		return "dry-run " + m.NHC + " off"
+	case "skew":
+		return "skew " + m.D.String()
 	}
 	return m.Kind + " " + strings.Join(m.Nodes, ",")
 }
 
-// parseScript reads moves separated by ";" or newlines.
-func parseScript(script string) ([]move, error) {
-	var out []move
+// stepString is a step in script syntax.
+func stepString(moves []move) string {
+	var out []string
+	for _, m := range moves {
+		out = append(out, m.String())
+	}
+	return strings.Join(out, " + ")
+}
+
+// parseScript reads steps separated by ";" or newlines; a step of several moves joined by "+" is a
+// burst.
+func parseScript(script string) ([][]move, error) {
+	var out [][]move
 	for _, line := range strings.FieldsFunc(script, func(r rune) bool { return r == ';' || r == '\n' }) {
-		f := strings.Fields(line)
-		if len(f) == 0 {
+		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		m, err := parseMove(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", strings.TrimSpace(line), err)
+		var step []move
+		for part := range strings.SplitSeq(line, "+") {
+			f := strings.Fields(part)
+			if len(f) == 0 {
+				return nil, fmt.Errorf("%q: an empty move", strings.TrimSpace(line))
+			}
+			m, err := parseMove(f)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", strings.TrimSpace(part), err)
+			}
+			step = append(step, m)
 		}
-		out = append(out, m)
+		out = append(out, step)
 	}
 	return out, nil
 }
@@ -251,7 +369,7 @@ func parseMove(f []string) (move, error) {
 		if err = want(2); err == nil {
 			m.Status, m.Nodes = corev1.ConditionStatus(args[0]), strings.Split(args[1], ",")
 		}
-	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate":
+	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain":
 		if err = want(1); err == nil {
 			m.Nodes = []string{args[0]}
 		}
@@ -282,8 +400,19 @@ func parseMove(f []string) (move, error) {
 		if err = want(1); err == nil && args[0] != "off" {
 			m.Rate, err = strconv.ParseFloat(args[0], 64)
 		}
-	case "unpoison", "restart", "leader-change":
+	case "unpoison", "restart", "leader-change", "drop-watches", "apiserver-restart", "kill":
 		err = want(0)
+	case "dry-run":
+		if err = want(2); err == nil {
+			m.NHC, m.On = args[0], args[1] == "on"
+			if args[1] != "on" && args[1] != "off" {
+				err = fmt.Errorf("want on or off")
+			}
+		}
+	case "skew":
+		if err = want(1); err == nil {
+			m.D, err = time.ParseDuration(args[0])
+		}
 	default:
 		err = fmt.Errorf("unknown move")
 	}
@@ -373,6 +502,32 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 	case "delete":
 		desc := fmt.Sprintf("node %s deleted (%s)", name, w.cur.Nodes[name])
 		return desc, w.deleteNode(ctx, name)
+	case "reset-budget":
+		return w.resetBudget(ctx, name)
+	case "dry-run":
+		w.cur.NHCs[m.NHC].Spec.DryRun = m.On
+		return fmt.Sprintf("%s: spec.dryRun=%v", m.NHC, m.On), w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"dryRun": m.On}})
+	case "skew":
+		return w.setSkew(m.D)
+	case "maintain":
+		return w.maintain(ctx, name)
+	case "unmaintain":
+		return w.unmaintain(ctx, name)
+	case "drop-watches":
+		// Held until the step's moves are done (releaseWatches): in a burst, the managers miss them.
+		n := w.faults.dropWatches(true)
+		w.watchesHeld, w.reportLists = true, true
+		return fmt.Sprintf("%d watch streams of the managers cut; their informers list again once the step's moves are done", n), nil
+	case "apiserver-restart":
+		w.reportLists = true
+		return w.restartAPIServer()
+	case "kill":
+		leader := w.managers.leader()
+		if leader == nil {
+			return "kill: no leader", nil
+		}
+		leader.proc.arm()
+		return fmt.Sprintf("leader %s will be killed (SIGKILL) right after its next remediation CR create (in this step or a later one), before it writes anything else", leader.name), nil
 	case "recreate":
 		n := w.cur.Nodes[name]
 		n.Ready, n.Excluded = corev1.ConditionTrue, false
@@ -534,4 +689,149 @@ func (w *world) changeLeader() (string, error) {
 	}
 	w.leaderChanged()
 	return fmt.Sprintf("leader %s stopped, standby %s takes over", leader.name, standby.name), nil
+}
+
+// resetBudget plays an administrator who repaired the node: its repair-budget-reset annotation is
+// set to now (the API server's clock: the host's), so earlier remediations no longer count.
+func (w *world) resetBudget(ctx context.Context, name string) (string, error) {
+	at := time.Now().UTC().Truncate(time.Second)
+	value := at.Format(time.RFC3339)
+	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		remediationv1alpha1.RepairBudgetResetAnnotation: value}}}); err != nil {
+		return "", err
+	}
+	n := w.cur.Nodes[name]
+	n.ResetAt = at
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s annotated %s=%s", name, remediationv1alpha1.RepairBudgetResetAnnotation, value), nil
+}
+
+// setSkew shifts the clock of the managers' skew monitors by d from the API server's and waits
+// (at most skewWait) until every running manager has measured it.
+func (w *world) setSkew(d time.Duration) (string, error) {
+	w.managers.skew.Store(int64(d))
+	w.cur.Skew = d
+	verdict := "within"
+	if w.cur.skewed() {
+		verdict = "beyond"
+	}
+	desc := fmt.Sprintf("the managers' clocks are %s off the API server's (skew monitors), %s the bound of %s", d, verdict, maxClockSkew)
+	deadline := time.Now().Add(skewWait)
+	for !w.managers.skewAgrees() {
+		if time.Now().After(deadline) {
+			return desc + fmt.Sprintf("; not measured by every manager within %s", skewWait), nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return desc, nil
+}
+
+// skewWait bounds the wait for the managers to measure a new skew: the leader renews its lease
+// (and a standby polls it) every retryPeriod, and every response is measured.
+const skewWait = 10 * time.Second
+
+// maintenanceHolder is the maintenance operator's holder identity, and maintenanceLease how long
+// it takes a node's lease for (fake time, never renewed).
+const (
+	maintenanceHolder = "node-maintenance"
+	maintenanceLease  = 3 * time.Minute
+)
+
+// maintain plays a maintenance operator (medik8s' node-maintenance-operator) that asks for the
+// node's lease: it takes it when nobody holds it, or the holder's lease expired (fake time, the
+// clock the managers read); a NodeHealthCheck's lease that runs makes it wait. The model records
+// what it got.
+func (w *world) maintain(ctx context.Context, name string) (string, error) {
+	n := w.cur.Nodes[name]
+	n.Maintained, n.LeasedUntil = true, time.Time{}
+	defer func() { w.cur.Nodes[name] = n }()
+	now := metav1.NewMicroTime(w.cur.Now)
+	spec := coordinationv1.LeaseSpec{HolderIdentity: new(maintenanceHolder), LeaseDurationSeconds: new(int32(maintenanceLease / time.Second)),
+		AcquireTime: &now, RenewTime: &now}
+	for range 5 {
+		l := &coordinationv1.Lease{}
+		err := w.k8s.Get(ctx, client.ObjectKey{Namespace: leaseNamespace, Name: "node-" + name}, l)
+		switch {
+		case apierrors.IsNotFound(err):
+			l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: leaseNamespace, Name: "node-" + name}, Spec: spec}
+			err = w.k8s.Create(ctx, l)
+		case err != nil:
+			return "", err
+		default:
+			holder := ""
+			if l.Spec.HolderIdentity != nil {
+				holder = *l.Spec.HolderIdentity
+			}
+			if holder != "" && holder != maintenanceHolder && l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+				if expires := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second); w.cur.Now.Before(expires) {
+					return fmt.Sprintf("maintenance asks for node %s: its lease is held by %s until %s, maintenance waits", name, holder, expires.Format(time.TimeOnly)), nil
+				}
+			}
+			l.Spec = spec
+			err = w.k8s.Update(ctx, l)
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		n.LeasedUntil = w.cur.Now.Add(maintenanceLease)
+		return fmt.Sprintf("maintenance takes node %s's lease until %s", name, n.LeasedUntil.Format(time.TimeOnly)), nil
+	}
+	return fmt.Sprintf("maintenance asks for node %s: gave up after 5 conflicts", name), nil
+}
+
+// unmaintain ends the maintenance: the operator deletes the node's lease if it still holds it.
+func (w *world) unmaintain(ctx context.Context, name string) (string, error) {
+	n := w.cur.Nodes[name]
+	n.Maintained, n.LeasedUntil = false, time.Time{}
+	w.cur.Nodes[name] = n
+	l := &coordinationv1.Lease{}
+	err := w.k8s.Get(ctx, client.ObjectKey{Namespace: leaseNamespace, Name: "node-" + name}, l)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("maintenance of node %s ends; it held no lease", name), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != maintenanceHolder {
+		return fmt.Sprintf("maintenance of node %s ends; its lease is %v's now", name, ptrString(l.Spec.HolderIdentity)), nil
+	}
+	err = w.k8s.Delete(ctx, l, client.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return fmt.Sprintf("maintenance of node %s ends; its lease changed meanwhile (%v)", name, err), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("maintenance of node %s ends: its lease is deleted", name), nil
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return "nobody"
+	}
+	return *s
+}
+
+// apiServerDown is how long the API server stays down in a restart, after it stopped.
+const apiServerDown = time.Second
+
+// restartAPIServer stops the API server (SIGTERM: it finishes the requests in flight and ends the
+// watches), keeps it down for apiServerDown and starts it again on the same port, certificates and
+// etcd, as test/localcluster's RestartAPIServer does for the e2e suite.
+func (w *world) restartAPIServer() (string, error) {
+	api := w.env.ControlPlane.APIServer
+	w.faults.awaitWatches()
+	began := time.Now()
+	stopErr := api.Stop() // on a timeout the process was killed: start it anyway
+	time.Sleep(apiServerDown)
+	if err := api.Start(); err != nil {
+		return "", errors.Join(stopErr, fmt.Errorf("starting the API server again: %w", err))
+	}
+	if stopErr != nil {
+		return "", fmt.Errorf("stopping the API server: %w", stopErr)
+	}
+	return fmt.Sprintf("API server restarted: unavailable for %s", time.Since(began).Round(100*time.Millisecond)), nil
 }

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -31,61 +32,91 @@ import (
 
 // Settings, from the environment (make chaos passes them):
 //
-//	CHAOS_SEED      the seed; "random" picks one from the time; unset: defaultSeed
+//	CHAOS_SEED      the seed; "random" picks one from the time; unset: each of defaultSeeds, as subtests
 //	CHAOS_STEPS     how many steps; unset: defaultSteps (the short run of `go test ./...`)
-//	CHAOS_SCRIPT    moves to play instead of random ones, separated by ";" (see kinds in actions_test.go),
-//	                for example a failing history printed by a run, cut down by hand
+//	CHAOS_SCRIPT    steps to play instead of random ones, separated by ";" (see kinds in actions_test.go;
+//	                a burst's moves joined by "+"), for example a failing history printed by a run, cut
+//	                down by hand; its API faults come from CHAOS_SEED, or the first default seed
 //	CHAOS_SKIP      kinds of moves a random run does not make, separated by commas (for example
 //	                "forge,template" to look past known holes); part of the history like the seed
 //	CHAOS_CONTINUE  "1": keep going after a step that broke an invariant, and report all at the end
 //	CHAOS_LOG       a file for the managers' logs (otherwise they are discarded)
 //
-// The short run's seed: its first 60 steps make every kind of move (see kinds in actions_test.go).
-const (
-	defaultSeed  = 2159
-	defaultSteps = 60
-)
+// The short run's seeds: their first 60 steps make, together, every kind of move (see kinds in
+// actions_test.go), among them a leader killed right after a CR create, watches dropped and an API
+// server restarted within bursts.
+var defaultSeeds = []uint64{5, 10, 13}
 
-func settings(t *testing.T) (seed uint64, steps int, script []move, skip []string, keepGoing bool) {
-	seed, steps = defaultSeed, defaultSteps
+const defaultSteps = 60
+
+// options are a run's settings.
+type options struct {
+	seeds     []uint64
+	steps     int
+	script    [][]move
+	skip      []string
+	keepGoing bool
+}
+
+func settings(t *testing.T) options {
+	o := options{seeds: defaultSeeds, steps: defaultSteps}
 	switch s := os.Getenv("CHAOS_SEED"); s {
 	case "":
 	case "random":
-		seed = uint64(time.Now().UnixNano() % 1_000_000)
+		o.seeds = []uint64{uint64(time.Now().UnixNano() % 1_000_000)}
 	default:
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
 			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
 		}
+		o.seeds = []uint64{seed}
 	}
 	if s := os.Getenv("CHAOS_STEPS"); s != "" {
 		var err error
-		if steps, err = strconv.Atoi(s); err != nil || steps < 1 {
+		if o.steps, err = strconv.Atoi(s); err != nil || o.steps < 1 {
 			t.Fatalf("CHAOS_STEPS=%q: want a positive number", s)
 		}
 	}
 	if s := os.Getenv("CHAOS_SCRIPT"); s != "" {
 		var err error
-		if script, err = parseScript(s); err != nil {
+		if o.script, err = parseScript(s); err != nil {
 			t.Fatalf("CHAOS_SCRIPT: %v", err)
 		}
-		steps = len(script)
+		o.steps = len(o.script)
+		o.seeds = o.seeds[:1]
 	}
 	if s := os.Getenv("CHAOS_SKIP"); s != "" {
-		skip = strings.Split(s, ",")
-		for _, kind := range skip {
+		o.skip = strings.Split(s, ",")
+		for _, kind := range o.skip {
 			if !slices.ContainsFunc(kinds[:], func(k moveKind) bool { return k.kind == kind }) {
 				t.Fatalf("CHAOS_SKIP: no kind of move %q", kind)
 			}
 		}
 	}
-	return seed, steps, script, skip, os.Getenv("CHAOS_CONTINUE") == "1"
+	o.keepGoing = os.Getenv("CHAOS_CONTINUE") == "1"
+	return o
 }
 
-// TestChaos runs the operator's controllers through a random history and checks the invariants
-// (invariants_test.go) after every step.
+// TestChaos runs the operator's controllers through random histories, one per seed, and checks the
+// invariants (invariants_test.go) after every step.
 func TestChaos(t *testing.T) {
-	seed, steps, script, skip, keepGoing := settings(t)
+	o := settings(t)
+	if err := testutil.CheckAssets(); err != nil {
+		t.Fatal(err)
+	}
+	setLogger(t)
+	if len(o.seeds) == 1 {
+		runChaos(t, o.seeds[0], o)
+		return
+	}
+	for _, seed := range o.seeds {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) { runChaos(t, seed, o) })
+	}
+}
+
+// runChaos plays one history on a control plane of its own.
+func runChaos(t *testing.T, seed uint64, o options) {
+	steps, script, skip := o.steps, o.script, o.skip
 	var history []string
 	replay := func(step int) string {
 		if script != nil {
@@ -101,13 +132,16 @@ func TestChaos(t *testing.T) {
 	} else {
 		t.Logf("chaos: seed %d, %d steps (replay: %s)", seed, steps, replay(steps))
 	}
-	if err := testutil.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
-	setLogger(t)
+	began := time.Now()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	env := testutil.NewEnvironment(nil, false)
+	// The API server's certificates and keys stay in a folder of the test, so that the API server
+	// restarts (apiserver-restart) with the credentials every client has; on SIGTERM it ends open
+	// watches within 2s instead of waiting for them.
+	api := env.ControlPlane.GetAPIServer()
+	api.CertDir = t.TempDir()
+	api.Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatal(err)
@@ -133,19 +167,20 @@ func TestChaos(t *testing.T) {
 	// API timestamps have second precision, and so does the fake clock.
 	clock := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
 	w := &world{
-		t: t, k8s: k8s, clock: clock, start: clock.Now(),
-		rng:     rand.New(rand.NewPCG(seed, 0xc4a05)),
-		cur:     initialState(clock.Now()),
-		skip:    skip,
-		faults:  newFaults(seed),
-		nhcUIDs: map[string]types.UID{},
+		t: t, k8s: k8s, clock: clock, start: clock.Now(), env: env,
+		rng:        rand.New(rand.NewPCG(seed, 0xc4a05)),
+		cur:        initialState(clock.Now()),
+		skip:       skip,
+		faults:     newFaults(seed),
+		nhcUIDs:    map[string]types.UID{},
+		moveCounts: map[string]int{},
 	}
 	w.managers = &managers{cfg: cfg, scheme: scheme, clock: clock, faults: w.faults}
 	defer w.managers.stopAll()
 	if err := w.build(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if w.rec, err = startRecorder(ctx, cfg, scheme); err != nil {
+	if w.rec, err = startRecorder(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.managers.start(); err != nil {
@@ -161,24 +196,22 @@ func TestChaos(t *testing.T) {
 	w.checker = newChecker(w.cur, snap.RV)
 
 	var broken []violation
-	began := time.Now()
+	played := time.Now()
 	for s := 1; s <= steps; s++ {
 		w.cur = w.cur.clone()
 		w.cur.Step = s
-		var m move
-		if script != nil {
-			m = script[s-1]
-		} else {
-			m = w.randomMove()
-		}
-		history = append(history, m.String())
-		desc, err := w.apply(ctx, m)
+		desc, err := w.step(ctx, s, script)
 		if err != nil {
-			t.Fatalf("seed %d, step %d (%s): the driver failed: %v\nreplay: %s", seed, s, m, err, replay(s))
+			t.Fatalf("seed %d, step %d (%s): the driver failed: %v\nreplay: %s", seed, s, desc, err, replay(s))
 		}
-		w.logf("step %d [%s, %s] %s: %s", s, w.fakeElapsed(), time.Now().Format("15:04:05.000"), m, desc)
+		history = append(history, desc)
 		settleStart := time.Now()
 		settled, why := w.settle(ctx)
+		w.faults.forgetExpired()
+		if n := w.faults.relists.Swap(0); w.reportLists {
+			w.logf("    the managers' informers listed %d times", n)
+			w.reportLists = false
+		}
 		took := time.Since(settleStart)
 		w.settleTotal += took
 		w.settleLongest = max(w.settleLongest, took)
@@ -207,14 +240,16 @@ func TestChaos(t *testing.T) {
 		}
 		w.logf("    state of the world after step %d:\n%s", s, w.describe(ctx))
 		broken = append(broken, vs...)
-		if !keepGoing {
+		if !o.keepGoing {
 			break
 		}
 	}
 	st := w.checker.stats
-	w.logf("chaos: %d steps in %s (settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; owed remediations seen at %d node-checks, at most %d in a row",
-		w.cur.Step, time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
-		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.owed, st.longestOwed)
+	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
+		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks; "+
+		"owed remediations seen at %d node-checks, at most %d in a row; %s",
+		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
+		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
 	if len(broken) > 0 {
 		var lines []string
@@ -226,10 +261,76 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// step plays step s: the script's, or a random one (a move, or a burst of moves chosen one after
+// the other from the model as it goes). It returns the step in script syntax.
+func (w *world) step(ctx context.Context, s int, script [][]move) (string, error) {
+	var planned []move
+	count := 1
+	if script != nil {
+		planned = script[s-1]
+		count = len(planned)
+	}
+	var played []move
+	var mids []*state
+	defer func() {
+		w.cur.Mids = mids
+		if w.watchesHeld {
+			w.faults.releaseWatches()
+			w.watchesHeld = false
+		}
+	}()
+	for i := 0; i < count; i++ {
+		var m move
+		if planned != nil {
+			m = planned[i]
+		} else {
+			m = w.randomMove(i > 0 || count > 1)
+			if m.Kind == "burst" {
+				count = m.Count
+				m = w.randomMove(true)
+			}
+		}
+		if i > 0 {
+			mid := w.cur.clone()
+			mids = append(mids, mid)
+		}
+		played = append(played, m)
+		kind := m.Kind
+		if m.Chosen != "" {
+			kind = m.Chosen
+		}
+		w.moveCounts[kind]++
+		desc, err := w.apply(ctx, m)
+		if err != nil {
+			return stepString(played), err
+		}
+		prefix := fmt.Sprintf("step %d", s)
+		if count > 1 {
+			prefix = fmt.Sprintf("step %d.%d", s, i+1)
+		}
+		w.logf("%s [%s, %s] %s: %s", prefix, w.fakeElapsed(), time.Now().Format("15:04:05.000"), m, desc)
+	}
+	if len(played) > 1 {
+		w.moveCounts["burst"]++
+	}
+	return stepString(played), nil
+}
+
+// kindCounts says how many moves of each kind the run made.
+func (w *world) kindCounts() string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(w.moveCounts)) {
+		out = append(out, fmt.Sprintf("%s %d", k, w.moveCounts[k]))
+	}
+	return "moves: " + strings.Join(out, ", ")
+}
+
 // build creates the world: templates, nodes, NodeHealthChecks and the recorder's markers.
 func (w *world) build(ctx context.Context) error {
-	if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: markerNS}}); err != nil {
-		return err
+	for _, ns := range []string{markerNS, leaseNamespace} {
+		if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
 	}
 	for _, k := range crKinds {
 		m := &unstructured.Unstructured{}

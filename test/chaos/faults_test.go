@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +38,18 @@ type faults struct {
 
 	inflight     atomic.Int64
 	lastActivity atomic.Int64 // unix nanoseconds
+
+	// The managers' watch streams: open ones (watches), the keys of those cut whose next resumed
+	// watch is answered 410 Gone so that the informer lists again (expire), and, while the driver
+	// holds them (held is open), new watches wait.
+	watchMu sync.Mutex
+	watches map[*watchBody]bool
+	expire  map[string]int
+	held    chan struct{}
+	// relists counts the informers' lists (watches that send the initial events, or plain lists).
+	relists atomic.Int64
+	// cut are the streams dropWatches cut, until each is open again (watchesBack).
+	cut []*watchBody
 }
 
 func newFaults(seed uint64) *faults {
@@ -73,13 +87,195 @@ func (f *faults) quietFor() (idle, sinceInjected time.Duration) {
 	return idle, time.Since(f.lastInjected)
 }
 
-func (f *faults) wrap(next http.RoundTripper) http.RoundTripper {
-	return &faultyTransport{f: f, next: next}
+// wrap returns the transport of one manager's process: faults, its watches, its death.
+func (f *faults) wrap(p *process, next http.RoundTripper) http.RoundTripper {
+	return &faultyTransport{f: f, p: p, next: next}
 }
 
 type faultyTransport struct {
 	f    *faults
+	p    *process
 	next http.RoundTripper
+}
+
+// WrappedRoundTripper lets client-go reach the transport underneath.
+func (t *faultyTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+// watchBody is the body of a watch response: the driver can cut it, as a dropped connection would.
+type watchBody struct {
+	io.ReadCloser
+	f   *faults
+	p   *process
+	key string
+}
+
+func (b *watchBody) Close() error {
+	b.f.watchMu.Lock()
+	delete(b.f.watches, b)
+	b.f.watchMu.Unlock()
+	return b.ReadCloser.Close()
+}
+
+// watchKey identifies an informer's watch: its resource and selectors.
+func watchKey(req *http.Request) string {
+	q := req.URL.Query()
+	return req.URL.Path + "?" + q.Get("labelSelector") + "&" + q.Get("fieldSelector")
+}
+
+// watch serves a watch request of the process: it waits while watches are held, answers a watch
+// that resumes a cut one with 410 Gone (the informer lists again, as after an API server's watch
+// cache lost its place), and keeps the stream so that it can be cut.
+func (f *faults) watch(p *process, req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	f.watchMu.Lock()
+	held := f.held
+	f.watchMu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	if p.dead.Load() {
+		return nil, errKilled
+	}
+	key := watchKey(req)
+	q := req.URL.Query()
+	if q.Get("sendInitialEvents") == "true" {
+		f.relists.Add(1)
+	}
+	f.watchMu.Lock()
+	expired := q.Get("resourceVersion") != "" && q.Get("sendInitialEvents") != "true" && f.expire[key] > 0
+	if expired {
+		f.expire[key]--
+	}
+	f.watchMu.Unlock()
+	if expired {
+		return statusResponse(req, http.StatusGone, metav1.StatusReasonExpired, "chaos: too old resource version: the watch was dropped"), nil
+	}
+	resp, err := next.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return resp, err
+	}
+	b := &watchBody{ReadCloser: resp.Body, f: f, p: p, key: key}
+	f.watchMu.Lock()
+	if f.watches == nil {
+		f.watches = map[*watchBody]bool{}
+	}
+	f.watches[b] = true
+	f.watchMu.Unlock()
+	if p.dead.Load() {
+		_ = b.Close()
+		return nil, errKilled
+	}
+	resp.Body = b
+	return resp, nil
+}
+
+// dropWatches cuts every open watch stream of the managers; each informer's next watch is answered
+// 410 Gone, so it lists again. With hold, new watches wait until releaseWatches: the managers see
+// no change meanwhile. It returns how many streams it cut.
+func (f *faults) dropWatches(hold bool) int {
+	f.watchMu.Lock()
+	if hold && f.held == nil {
+		f.held = make(chan struct{})
+	}
+	var cut []*watchBody
+	for b := range f.watches {
+		cut = append(cut, b)
+		if f.expire == nil {
+			f.expire = map[string]int{}
+		}
+		f.expire[b.key]++
+	}
+	f.cut = append(f.cut, cut...)
+	f.watchMu.Unlock()
+	for _, b := range cut {
+		_ = b.Close()
+	}
+	return len(cut)
+}
+
+// awaitWatches makes settling wait until every open watch stream is open again (an API server
+// restart ends them).
+func (f *faults) awaitWatches() {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	f.cut = append(f.cut, slices.Collect(maps.Keys(f.watches))...)
+}
+
+// watchesBack reports whether every stream dropWatches cut is open again, but those of processes
+// that ended; then it forgets them.
+func (f *faults) watchesBack() bool {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	for _, c := range f.cut {
+		if c.p.ended.Load() {
+			continue
+		}
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(f.watches)), func(b *watchBody) bool { return b.p == c.p && b.key == c.key }) {
+			return false
+		}
+	}
+	f.cut = nil
+	return true
+}
+
+// forgetExpired forgets the cut watches not resumed since: an informer that listed again at once
+// (a cut stream ends its watch with an error, and client-go lists again then) never resumes them.
+func (f *faults) forgetExpired() {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	clear(f.expire)
+}
+
+// releaseWatches lets held watches go on.
+func (f *faults) releaseWatches() {
+	f.watchMu.Lock()
+	defer f.watchMu.Unlock()
+	if f.held != nil {
+		close(f.held)
+		f.held = nil
+	}
+}
+
+// cutWatches ends the watch streams of a killed process.
+func (f *faults) cutWatches(p *process) {
+	f.watchMu.Lock()
+	var cut []*watchBody
+	for b := range f.watches {
+		if b.p == p {
+			cut = append(cut, b)
+		}
+	}
+	f.watchMu.Unlock()
+	for _, b := range cut {
+		_ = b.Close()
+	}
+}
+
+// isCRCreate reports whether the request creates a remediation CR (not a template).
+func isCRCreate(req *http.Request) bool {
+	if req.Method != http.MethodPost {
+		return false
+	}
+	for _, k := range crKinds {
+		if strings.HasSuffix(req.URL.Path, "/"+strings.ToLower(k[1])+"s") {
+			return true
+		}
+	}
+	return false
+}
+
+// send sends the request; an armed process dies right after the API server created a CR for it.
+func (t *faultyTransport) send(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusCreated && isCRCreate(req) && t.p.created(req.URL.Path) {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return nil, errKilled
+	}
+	return resp, err
 }
 
 // How a request is failed.
@@ -92,9 +288,18 @@ const (
 )
 
 func (t *faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.p.dead.Load() {
+		return nil, errKilled
+	}
 	q := req.URL.Query()
-	if q.Get("watch") == "true" || q.Get("watch") == "1" || strings.HasSuffix(req.URL.Path, "/leases/"+leaderElectionID) {
+	if q.Get("watch") == "true" || q.Get("watch") == "1" {
+		return t.f.watch(t.p, req, t.next)
+	}
+	if strings.HasSuffix(req.URL.Path, "/leases/"+leaderElectionID) {
 		return t.next.RoundTrip(req)
+	}
+	if req.Method == http.MethodGet && q.Has("resourceVersion") {
+		t.f.relists.Add(1) // an informer's list
 	}
 	t.f.inflight.Add(1)
 	t.f.lastActivity.Store(time.Now().UnixNano())
@@ -116,9 +321,9 @@ func (t *faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	how := t.decide(req, write, body)
 	switch how {
 	case "":
-		return t.next.RoundTrip(req)
+		return t.send(req)
 	case failLost:
-		resp, err := t.next.RoundTrip(req)
+		resp, err := t.send(req)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
 // The invariants, checked after every step from the API (through the CR recorder, which sees every
@@ -40,6 +42,36 @@ const (
 	// row has a problem: it should have got its CR in the step it became due. Checks after random
 	// API faults do not count until a fault-free step poked the controllers (see checker.backoff).
 	invLiveness = "no-stuck-remediation"
+	// invHeld: one gate for every new CR. No escalation (a next-step CR: one created while another
+	// CR of its NodeHealthCheck is on the node, or from a template that is not the first step; or
+	// an nhc-timed-out mark) for a node while, in every state of the step, what holds its first step
+	// closes the gate (state.gateClosed: paused, a missing template, the clock skew beyond the
+	// bound, an invalid budget, too few healthy nodes that did not just come back, the exclusion
+	// label, a maintenance operator's lease). Every state of the step: the cache may lag behind a
+	// move, as no-unwarranted-cr allows.
+	invHeld = "no-escalation-while-held"
+	// invDeleted: no CR deleted while its node is selected by its NodeHealthCheck, exists and is
+	// unhealthy (in the model) in every state of the step: the operator deletes the CRs of nodes that
+	// are healthy again (after healthyDelay), deleted or no longer selected, and one CR more: a
+	// CR marked timed out whose name the next step needs (explainExisting: another template of its
+	// kind in the NodeHealthCheck's templates, which names CRs after the node as well).
+	invDeleted = "no-cr-of-unhealthy-selected-node-deleted"
+	// invFirstStep: never two CRs of a NodeHealthCheck's first escalation step (its template is the
+	// first step in every state of the step that created it) for one failure of one node: the node
+	// exists, is selected and unhealthy, and the NodeHealthCheck keeps the same templates, in every
+	// state from the end of the step that created the first CR to the end of the step that created
+	// the second.
+	invFirstStep = "one-first-step-per-failure"
+	// invRepairBudget: a node gets no new remediation (its first CR of a NodeHealthCheck with
+	// spec.repairBudget) while maxRemediations earlier ones of the NodeHealthCheck count: started
+	// after the node's reset annotation and within the window (the API server's clock, as the
+	// operator counts starts), each seen running at a settled check without random API faults, so
+	// that the status writer recorded it (docs/compatibility.md: a remediation created and deleted
+	// between two status writes may go uncounted).
+	invRepairBudget = "repair-budget"
+	// invForeignLease: a node lease a maintenance operator holds (unexpired, in fake time) is
+	// neither taken nor deleted by the operator: at every check it is there, with its holder.
+	invForeignLease = "no-foreign-lease-taken"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -49,13 +81,15 @@ const livenessSteps = 3
 // crRecord is one remediation CR as the recorder saw it, with the resourceVersions at which its
 // life changed (0: never).
 type crRecord struct {
-	UID       types.UID
-	Kind      string
-	Name      string
-	Node      string
-	Owner     string
-	OwnerUID  types.UID
-	Template  string
+	UID      types.UID
+	Kind     string
+	Name     string
+	Node     string
+	Owner    string
+	OwnerUID types.UID
+	Template string
+	// CreatedAt is the CR's creationTimestamp (the API server's clock, whole seconds).
+	CreatedAt time.Time
 	Created   uint64
 	TimedOut  uint64 // first seen with the nhc-timed-out annotation
 	Failed    uint64 // first seen with Succeeded=False
@@ -127,15 +161,43 @@ type checker struct {
 	// left holds the CRs (by UID) and leases (by UID and holder) already reported as left behind,
 	// so each is reported once.
 	left map[string]bool
+	// firstSteps are the CRs of a first escalation step seen so far, with the check (index into
+	// hist) they appeared at (one-first-step-per-failure); starts the CRs that started a remediation (the repair
+	// budget) and recorded those of them seen running at a settled check without random faults.
+	firstSteps   map[types.UID]int
+	firstStepCRs []*crRecord
+	starts       []*crRecord
+	recorded     map[types.UID]bool
 	// stats say how much the run exercised the invariants.
 	stats struct {
 		newCRs, firstCRs  int
 		owed, longestOwed int
+		// escalations are next-step CRs and timed-out marks, heldRunning the node-checks at which a
+		// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
+		// budgetHeld the node-checks at which a node due was held back by its repair budget.
+		escalations, heldRunning, deletions, budgetHeld int
 	}
 }
 
 func newChecker(initial *state, rv uint64) *checker {
-	return &checker{hist: []*state{initial}, rvs: []uint64{rv}, owed: map[string]int{}, left: map[string]bool{}}
+	return &checker{hist: []*state{initial}, rvs: []uint64{rv}, owed: map[string]int{}, left: map[string]bool{},
+		firstSteps: map[types.UID]int{}, recorded: map[types.UID]bool{}}
+}
+
+// stepStates returns the model's states through a step: the one before it, those between the
+// moves of a burst, and the one after it.
+func stepStates(prev, cur *state) []*state {
+	return slices.Concat([]*state{prev}, cur.Mids, []*state{cur})
+}
+
+// anyState reports whether the condition holds in one of the states.
+func anyState(states []*state, cond func(s *state) bool) bool {
+	return slices.ContainsFunc(states, cond)
+}
+
+// allStates reports whether the condition holds in every one of the states.
+func allStates(states []*state, cond func(s *state) bool) bool {
+	return !slices.ContainsFunc(states, func(s *state) bool { return !cond(s) })
 }
 
 // check judges step cur.Step (one more than the last) and records it.
@@ -157,12 +219,42 @@ func (k *checker) check(cur *state, snap snapshot) []violation {
 		}
 	}
 	slices.SortFunc(fresh, func(a, b *crRecord) int { return int(a.Created) - int(b.Created) })
+	states := stepStates(prev, cur)
 	for _, c := range fresh {
 		k.checkNew(c, prev, cur, snap.CRs, report)
+	}
+	for _, c := range snap.CRs {
+		if c.TimedOut > lo && c.TimedOut <= snap.RV {
+			k.stats.escalations++
+			k.checkHeld(c, "marked timed out", states, report)
+		}
+		if c.Deleted > lo && c.Deleted <= snap.RV {
+			k.stats.deletions++
+			k.checkDeleted(c, states, report)
+		}
 	}
 	k.stats.newCRs += len(fresh)
 	if snap.Settled {
 		k.checkLeftBehind(prev, cur, snap, report)
+		if !snap.Faulty {
+			for _, c := range k.starts {
+				if c.liveAt(snap.RV) {
+					k.recorded[c.UID] = true
+				}
+			}
+		}
+	}
+	for _, c := range snap.CRs {
+		if h, n := cur.NHCs[c.Owner], cur.Nodes[c.Node]; h != nil && c.runningAt(snap.RV) && cur.gateClosed(h, n) != "" {
+			k.stats.heldRunning++
+		}
+	}
+	for _, name := range cur.nodeNames() {
+		if n := cur.Nodes[name]; cur.Now.Before(n.LeasedUntil) && !slices.ContainsFunc(snap.Leases, func(l leaseInfo) bool {
+			return l.Node == name && l.Holder == maintenanceHolder
+		}) {
+			report(invForeignLease, "the lease of node %s, which %s holds until %s, is gone or someone else's", name, maintenanceHolder, n.LeasedUntil.Format(time.TimeOnly))
+		}
 	}
 	k.checkLiveness(cur, snap, report)
 	return out
@@ -179,26 +271,30 @@ func liveOn(crs []*crRecord, node string, rv uint64, except *crRecord) []*crReco
 	return out
 }
 
-// checkNew judges one CR created during the step, at the resourceVersion it was created.
+// checkNew judges one CR created during the step, at the resourceVersion it was created. A burst's
+// states between its moves count as before or after it.
 func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, report func(string, string, ...any)) {
 	h := cur.NHCs[c.Owner]
 	if h == nil {
 		report(invUnwarranted, "%s is owned by %q, which is not a NodeHealthCheck of this world", c, c.Owner)
 		return
 	}
+	states := stepStates(prev, cur)
 	hPrev := prev.NHCs[c.Owner]
 	before, after := prev.Nodes[c.Node], cur.Nodes[c.Node]
 	others := liveOn(crs, c.Node, c.Created, c)
 	first := !slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID })
 
 	switch {
-	case !hPrev.matched(before) && !h.matched(after):
+	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].matched(s.Nodes[c.Node]) }):
 		report(invUnwarranted, "%s created for a node healthy throughout the step (before: %s, after: %s)", c, before, after)
-	case !hPrev.selects(before) && !h.selects(after):
+	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].selects(s.Nodes[c.Node]) }):
 		report(invUnwarranted, "%s created for a node %s does not select (before: %s, after: %s)", c, c.Owner, before, after)
+	case allStates(states, func(s *state) bool { return s.NHCs[c.Owner].Spec.DryRun }):
+		report(invUnwarranted, "%s created by %s, in dry-run throughout the step", c, c.Owner)
 	case first:
-		whyBefore, whyAfter := hPrev.whyNotDue(before, prev.Now), h.whyNotDue(after, cur.Now)
-		if whyBefore != "" && whyAfter != "" {
+		whyBefore, whyAfter := prev.whyNotDue(hPrev, before), cur.whyNotDue(h, after)
+		if allStates(states, func(s *state) bool { return s.whyNotDue(s.NHCs[c.Owner], s.Nodes[c.Node]) != "" }) {
 			report(invUnwarranted, "%s started a remediation of a node that is not due: before the step %s, after it %s", c, whyBefore, whyAfter)
 		}
 	}
@@ -207,27 +303,43 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.stats.firstCRs++
 		var details []string
 		within := false
-		for _, st := range []struct {
-			name string
-			s    *state
-			h    *nhc
-		}{{"before", prev, hPrev}, {"after", cur, h}} {
-			selected := st.s.selected(st.h)
+		for _, s := range states {
+			sh := s.NHCs[c.Owner]
+			selected := s.selected(sh)
 			remediated := 0
 			for _, name := range selected {
 				if slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
 					remediated++
 				}
 			}
-			allowed := st.h.maxRemediated(len(selected))
+			allowed := sh.maxRemediated(len(selected))
 			if remediated <= allowed {
 				within = true
 			}
-			details = append(details, fmt.Sprintf("%s the step %d of %d selected nodes remediated, at most %d allowed", st.name, remediated, len(selected), allowed))
+			when := "after"
+			switch {
+			case s == prev:
+				when = "before"
+			case s != cur:
+				when = "within"
+			}
+			details = append(details, fmt.Sprintf("%s the step %d of %d selected nodes remediated, at most %d allowed", when, remediated, len(selected), allowed))
 		}
 		if !within {
 			report(invBudget, "%s started a remediation beyond the budget: %s", c, strings.Join(details, "; "))
 		}
+		k.starts = append(k.starts, c)
+		k.checkRepairBudget(c, states, report)
+	}
+	firstStep := allStates(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template })
+	if !first || !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template }) {
+		k.stats.escalations++
+		k.checkHeld(c, "created as a next step", states, report)
+	}
+	if firstStep {
+		k.checkFirstStep(c, cur, report)
+		k.firstSteps[c.UID] = len(k.hist) - 1
+		k.firstStepCRs = append(k.firstStepCRs, c)
 	}
 
 	for _, o := range others {
@@ -273,12 +385,15 @@ func (k *checker) appearedAt(c *crRecord) int {
 // empty when it may have them.
 func (k *checker) gone(name string, h *nhc, prev, cur *state, delay time.Duration, fromStep int) string {
 	before, after := prev.Nodes[name], cur.Nodes[name]
+	// A paused NodeHealthCheck leaves the CRs (and leases) of nodes it does not select until it is
+	// unpaused.
+	keepsOrphans := h != nil && (h.paused() || prev.NHCs[h.Name].paused())
 	switch {
 	case name == prev.Poisoned || name == cur.Poisoned:
 		return "" // every write about it fails: nothing can be cleaned up
-	case !before.Exists && !after.Exists:
+	case !before.Exists && !after.Exists && !keepsOrphans:
 		return "its node was deleted"
-	case h != nil && !h.selects(before) && !h.selects(after):
+	case h != nil && !h.selects(before) && !h.selects(after) && !keepsOrphans:
 		return fmt.Sprintf("%s no longer selects its node (%s)", h.Name, after)
 	case healthySettled(after, prev, delay, fromStep, k.hist[min(fromStep, len(k.hist)-1)].Now):
 		if delay > 0 {
@@ -352,18 +467,26 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 	for _, hn := range cur.nhcNames() {
 		h := cur.NHCs[hn]
 		selected := cur.selected(h)
-		healthy := 0
+		healthy, returned := 0, 0
 		for _, name := range selected {
-			if !h.matched(cur.Nodes[name]) && !hasCR(name, h.Name) {
+			if n := cur.Nodes[name]; !h.matched(n) && !hasCR(name, h.Name) {
 				healthy++
+				if cur.cameBack(n) {
+					returned++
+				}
 			}
 		}
 		required, ok := requiredHealthy(len(selected), h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
 		for _, name := range cur.nodeNames() {
 			key := hn + "/" + name
 			n := cur.Nodes[name]
-			owed := h.whyNotDue(n, cur.Now) == "" && ok && healthy >= required && !hasCR(name, "") &&
+			// The returning-node hold: the threshold must hold without the nodes that just came back.
+			owed := cur.whyNotDue(h, n) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
+			if owed && budgetMayBeExhausted(h, n, cur.Now, snap.CRs) {
+				k.stats.budgetHeld++
+				owed = false
+			}
 			if !owed {
 				delete(k.owed, key)
 				continue
@@ -372,11 +495,153 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			k.stats.owed++
 			k.stats.longestOwed = max(k.stats.longestOwed, k.owed[key])
 			if k.owed[key] == livenessSteps {
-				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: Ready=%s since %s, %d of %d selected nodes healthy, %d required",
-					n, hn, livenessSteps, n.Ready, n.Since.Format(time.TimeOnly), healthy, len(selected), required)
+				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: Ready=%s since %s, %d of %d selected nodes healthy (%d of them just back), %d required",
+					n, hn, livenessSteps, n.Ready, n.Since.Format(time.TimeOnly), healthy, len(selected), returned, required)
 			}
 		}
 	}
+}
+
+// checkHeld judges an escalation (a next-step CR, a timed-out mark): not while the gate that holds
+// the node's first step is closed in every state of the step.
+func (k *checker) checkHeld(c *crRecord, what string, states []*state, report func(string, string, ...any)) {
+	var whys []string
+	for _, s := range states {
+		h := s.NHCs[c.Owner]
+		if h == nil {
+			return
+		}
+		why := s.gateClosed(h, s.Nodes[c.Node])
+		if why == "" {
+			return
+		}
+		whys = append(whys, why)
+	}
+	report(invHeld, "%s %s while the gate of new remediations was closed throughout the step: before it %s, after it %s", c, what, whys[0], whys[len(whys)-1])
+}
+
+// checkDeleted judges a CR deleted during the step.
+func (k *checker) checkDeleted(c *crRecord, states []*state, report func(string, string, ...any)) {
+	for _, s := range states {
+		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+		if h == nil || !h.selects(n) || !h.matched(n) {
+			return
+		}
+	}
+	if c.TimedOut != 0 && c.TimedOut < c.Deleted && anyState(states, func(s *state) bool { return needsName(s.NHCs[c.Owner], c) }) {
+		return // replaced by the next step, which needs its name
+	}
+	prev, cur := states[0], states[len(states)-1]
+	report(invDeleted, "%s deleted while %s selected its node and the node was unhealthy throughout the step (before: %s, after: %s)",
+		c, c.Owner, prev.Nodes[c.Node], cur.Nodes[c.Node])
+}
+
+// needsName reports whether another template of the NodeHealthCheck makes CRs of the CR's kind
+// named after the node, as the CR is: a CR of that step needs the CR's name.
+func needsName(h *nhc, c *crRecord) bool {
+	if !namesAfterNode(c.Template) {
+		return false
+	}
+	for _, ref := range h.Spec.TemplateRefs() {
+		if ref.Name != c.Template && ref.Kind == c.Kind+"Template" && namesAfterNode(ref.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFirstStep judges a CR of the first escalation step created in step cur.Step: no earlier one
+// of the same NodeHealthCheck for the same failure of the node.
+func (k *checker) checkFirstStep(c *crRecord, cur *state, report func(string, string, ...any)) {
+	for _, o := range k.firstStepCRs {
+		from := k.firstSteps[o.UID]
+		if o.OwnerUID != c.OwnerUID || o.Node != c.Node || o.Template != c.Template || o.Created >= c.Created {
+			continue
+		}
+		var span []*state
+		for j := from; j < len(k.hist); j++ {
+			span = append(span, k.hist[j].Mids...)
+			span = append(span, k.hist[j])
+		}
+		config := cur.NHCs[c.Owner].Config
+		if allStates(span, func(s *state) bool {
+			h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+			return h.Config == config && h.selects(n) && h.matched(n)
+		}) {
+			report(invFirstStep, "%s and %s are both first steps of one failure: %s selected %s, unhealthy, with the same templates, from step %d on",
+				o, c, c.Owner, cur.Nodes[c.Node], k.hist[from].Step)
+		}
+	}
+}
+
+// checkRepairBudget judges a new remediation of a NodeHealthCheck with a repair budget.
+func (k *checker) checkRepairBudget(c *crRecord, states []*state, report func(string, string, ...any)) {
+	var budget *remediationv1alpha1.RepairBudget
+	var resetAt time.Time
+	for _, s := range states {
+		b := s.NHCs[c.Owner].Spec.RepairBudget
+		if b == nil || (budget != nil && *b != *budget) {
+			return
+		}
+		budget = b
+		if n := s.Nodes[c.Node]; n.ResetAt.After(resetAt) {
+			resetAt = n.ResetAt
+		}
+	}
+	from := states[len(states)-1].Now.Add(-budget.Window.Duration)
+	// The status writer records the starts of the nodes it selects: a node deleted or not selected
+	// at some moment starts afresh.
+	selectedSince := -1
+	for j := range k.hist {
+		if anyState(append(slices.Clone(k.hist[j].Mids), k.hist[j]), func(s *state) bool {
+			h := s.NHCs[c.Owner]
+			return h == nil || !h.selects(s.Nodes[c.Node])
+		}) {
+			selectedSince = j
+		}
+	}
+	var counted []string
+	for _, o := range k.starts {
+		if o != c && o.OwnerUID == c.OwnerUID && o.Node == c.Node && o.Created < c.Created && k.recorded[o.UID] &&
+			k.appearedAt(o) > selectedSince && o.CreatedAt.After(resetAt) && o.CreatedAt.After(from) {
+			counted = append(counted, fmt.Sprintf("%s %s at %s", o.Kind, o.Name, o.CreatedAt.Format(time.TimeOnly)))
+		}
+	}
+	if len(counted) >= budget.MaxRemediations {
+		report(invRepairBudget, "%s started a remediation after %d counted within %s (maxRemediations %d): %s", c, len(counted), budget.Window.Duration,
+			budget.MaxRemediations, strings.Join(counted, ", "))
+	}
+}
+
+// budgetMayBeExhausted reports whether the operator may count the node's repair budget exhausted:
+// at least maxRemediations CRs of the NodeHealthCheck on the node, created at or after its reset
+// and within the window, may have been recorded as starts (a status write records the oldest CR
+// running on a node as a start, so a CR may count if it ever was the oldest).
+func budgetMayBeExhausted(h *nhc, n node, now time.Time, crs []*crRecord) bool {
+	b := h.Spec.RepairBudget
+	if b == nil {
+		return false
+	}
+	count := 0
+	for _, c := range crs {
+		if c.Owner == h.Name && c.Node == n.Name && !c.CreatedAt.Before(n.ResetAt) && c.CreatedAt.After(now.Add(-b.Window.Duration-time.Second)) &&
+			mayBeOldest(c, crs) {
+			count++
+		}
+	}
+	return count >= b.MaxRemediations
+}
+
+// mayBeOldest reports whether the CR was, at some moment, the oldest CR of its NodeHealthCheck on
+// its node: no older one outlived it.
+func mayBeOldest(c *crRecord, crs []*crRecord) bool {
+	for _, o := range crs {
+		if o != c && o.OwnerUID == c.OwnerUID && o.Node == c.Node && o.Created < c.Created && o.liveAt(c.Created) &&
+			(o.Deleted == 0 || (c.Deleted != 0 && o.Deleted >= c.Deleted)) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -44,6 +45,21 @@ type node struct {
 	// HealthyFrom is the step after which the node has been Ready=True without interruption (valid
 	// while Ready is True); a node that flapped within a step is healthy from that step.
 	HealthyFrom int
+	// Created is the node object's creationTimestamp as the API server answered the driver's create
+	// (the API server's clock, whole seconds): the returning-node hold tells a node that came back
+	// from one that joined by it.
+	Created time.Time
+	// Failures counts the node's failures (Ready turning from True to False or Unknown), for the
+	// moves that make one node fail again and again (the repair budget).
+	Failures int
+	// ResetAt is the time the driver wrote into the node's repair-budget-reset annotation (the API
+	// server's clock, whole seconds; zero: none): remediations started at or before it do not count.
+	ResetAt time.Time
+	// Maintained is set while a maintenance operator wants the node (it asked for its lease);
+	// LeasedUntil is when the lease it got expires (fake time; zero: it did not get it, the lease
+	// was held by a NodeHealthCheck then).
+	Maintained  bool
+	LeasedUntil time.Time
 }
 
 // labels returns the node's labels as the driver writes them.
@@ -72,6 +88,9 @@ func (n node) String() string {
 	if n.Excluded {
 		s += " excluded"
 	}
+	if n.Maintained {
+		s += " maintained"
+	}
 	return s + "]"
 }
 
@@ -84,6 +103,15 @@ type nhc struct {
 }
 
 func (h *nhc) paused() bool { return len(h.Spec.PauseRequests) > 0 }
+
+// firstStep returns the name of the template of the first escalation step (the single template).
+func (h *nhc) firstStep() string {
+	if h.Spec.RemediationTemplate != nil {
+		return h.Spec.RemediationTemplate.Name
+	}
+	first := slices.MinFunc(h.Spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
+	return first.RemediationTemplate.Name
+}
 
 // disabled reports whether the NodeHealthCheck references a template that does not exist.
 func (h *nhc) disabled() bool {
@@ -153,6 +181,8 @@ func (h *nhc) whyNotDue(n node, now time.Time) string {
 		return "the NodeHealthCheck is paused"
 	case h.disabled():
 		return "the NodeHealthCheck references a missing template"
+	case h.Spec.DryRun:
+		return "the NodeHealthCheck is in dry-run"
 	}
 	return ""
 }
@@ -210,10 +240,23 @@ type state struct {
 	NHCs  map[string]*nhc
 	// Poisoned is the node whose writes all fail (per-node errors), if any.
 	Poisoned string
+	// Skew is the offset of the managers' skew monitors' clock from the API server's (see
+	// managers.skew): beyond maxClockSkew nothing starts or escalates.
+	Skew time.Duration
+	// Mids are the states between the moves of a burst (a step of several moves without settling),
+	// in order; the step's states are the one before it, these, and this one.
+	Mids []*state
 }
 
+// maxClockSkew is the managers' --max-clock-skew, the production default; returnGrace their
+// --returning-node-grace, the production default.
+const (
+	maxClockSkew = 10 * time.Second
+	returnGrace  = health.DefaultReturnGrace
+)
+
 func (s *state) clone() *state {
-	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned}
+	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew}
 	for k, v := range s.NHCs {
 		cp := *v
 		cp.Spec = *v.Spec.DeepCopy()
@@ -224,6 +267,67 @@ func (s *state) clone() *state {
 
 func (s *state) nodeNames() []string { return slices.Sorted(maps.Keys(s.Nodes)) }
 func (s *state) nhcNames() []string  { return slices.Sorted(maps.Keys(s.NHCs)) }
+
+// skewed reports whether the skew is beyond the bound: the managers start and escalate nothing.
+func (s *state) skewed() bool { return s.Skew.Abs() > maxClockSkew }
+
+// whyNotDue says why the node is not due for a new remediation by the NodeHealthCheck in this
+// state: h.whyNotDue, or the clock skew.
+func (s *state) whyNotDue(h *nhc, n node) string {
+	if why := h.whyNotDue(n, s.Now); why != "" {
+		return why
+	}
+	if s.skewed() {
+		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
+	}
+	return ""
+}
+
+// cameBack reports whether a healthy node came back less than returnGrace ago: its Ready
+// condition changed less than returnGrace ago, at least returnGrace after the node was created
+// (sooner, it joined the cluster). The returning-node hold does not count it.
+func (s *state) cameBack(n node) bool {
+	return n.Exists && n.Ready == corev1.ConditionTrue && !n.Since.After(s.Now) && s.Now.Before(n.Since.Add(returnGrace)) &&
+		!n.Created.IsZero() && n.Since.Sub(n.Created) >= returnGrace
+}
+
+// settledHealthy counts the selected nodes that are healthy and did not just come back: at least
+// the healthy nodes the decision counts without the returning ones (nodes with CRs count too).
+func (s *state) settledHealthy(h *nhc) int {
+	count := 0
+	for _, name := range s.selected(h) {
+		if n := s.Nodes[name]; n.Ready == corev1.ConditionTrue && !s.cameBack(n) {
+			count++
+		}
+	}
+	return count
+}
+
+// gateClosed says what closes the gate of new remediations for the node in this state, certainly,
+// whatever the CRs: what holds a first step holds an escalation too. Empty when nothing certainly
+// does. The threshold is judged by settledHealthy, which counts at least the healthy nodes the
+// decision counts: fewer than required, and the threshold (or the returning-node hold) holds.
+func (s *state) gateClosed(h *nhc, n node) string {
+	selected := len(s.selected(h))
+	required, ok := requiredHealthy(selected, h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+	switch {
+	case h.paused():
+		return "the NodeHealthCheck is paused"
+	case h.disabled():
+		return "the NodeHealthCheck references a missing template"
+	case s.skewed():
+		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
+	case !ok:
+		return "the budget is invalid"
+	case s.settledHealthy(h) < required:
+		return fmt.Sprintf("at most %d of %d selected nodes are healthy and not just back, %d required", s.settledHealthy(h), selected, required)
+	case n.Excluded:
+		return "the node is excluded by label"
+	case s.Now.Before(n.LeasedUntil):
+		return fmt.Sprintf("a maintenance operator holds the node's lease until %s", n.LeasedUntil.Format(time.TimeOnly))
+	}
+	return ""
+}
 
 // selected returns the names of the existing nodes the NodeHealthCheck selects.
 func (s *state) selected(h *nhc) []string {

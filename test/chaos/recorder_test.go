@@ -4,59 +4,105 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
-// recorder watches every remediation CR kind with the driver's own informers and records each CR's
-// life in resourceVersions, so CRs created and deleted within one step are judged too. A marker CR
-// of each kind in markerNS, updated at each check, tells when the recorder has seen everything
-// up to a resourceVersion (a watch delivers the events of a kind in order).
+// recorder watches every remediation CR kind with the driver's own reflectors and records each
+// CR's life in resourceVersions, so CRs created and deleted within one step are judged too. A
+// marker CR of each kind in markerNS, updated at each check, tells when the recorder has seen
+// everything up to a resourceVersion (a watch delivers the events of a kind in order). Its
+// reflectors retry at once after an API server restart (recorderBackoff), where an informer would
+// back off for up to 30s, and resume from the last resourceVersion, so they miss nothing.
 type recorder struct {
 	mu      sync.Mutex
 	byUID   map[types.UID]*crRecord
+	lastRV  map[types.UID]uint64
 	markers map[string]uint64
 }
 
-func startRecorder(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme) (*recorder, error) {
-	r := &recorder{byUID: map[types.UID]*crRecord{}, markers: map[string]uint64{}}
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme})
+// recorderBackoff is how the recorder's reflectors retry a failed list or watch.
+var recorderBackoff = wait.Backoff{Duration: 50 * time.Millisecond, Cap: 500 * time.Millisecond, Steps: 100, Factor: 2}
+
+func startRecorder(ctx context.Context, cfg *rest.Config) (*recorder, error) {
+	r := &recorder{byUID: map[types.UID]*crRecord{}, lastRV: map[types.UID]uint64{}, markers: map[string]uint64{}}
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	go func() { _ = c.Start(ctx) }()
+	var synced []toolscache.InformerSynced
 	for _, k := range crKinds {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(k[0])
-		u.SetKind(k[1])
-		inf, err := c.GetInformer(ctx, u)
+		gv, err := schema.ParseGroupVersion(k[0])
 		if err != nil {
-			return nil, fmt.Errorf("watching %s: %w", k[1], err)
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    r.observe,
-			UpdateFunc: func(_, obj any) { r.observe(obj) },
-			DeleteFunc: r.deleted,
-		}); err != nil {
 			return nil, err
 		}
+		resource := dyn.Resource(gv.WithResource(strings.ToLower(k[1]) + "s"))
+		lw := &toolscache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return resource.List(ctx, o) },
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return resource.Watch(ctx, o)
+			},
+		}
+		store := &recordStore{r: r, kind: k[1]}
+		backoff := recorderBackoff
+		refl := toolscache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, store, toolscache.ReflectorOptions{Name: "chaos-recorder-" + k[1], Backoff: &backoff})
+		go refl.RunWithContext(ctx)
+		synced = append(synced, store.synced.Load)
 	}
-	if !c.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("the recorder's cache did not sync")
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("the recorder's reflectors did not sync")
 	}
 	return r, nil
+}
+
+// recordStore takes a reflector's events for the recorder.
+type recordStore struct {
+	r      *recorder
+	kind   string
+	synced atomic.Bool
+}
+
+func (s *recordStore) Add(obj any) error    { s.r.observe(obj); return nil }
+func (s *recordStore) Update(obj any) error { s.r.observe(obj); return nil }
+func (s *recordStore) Delete(obj any) error { s.r.deleted(obj); return nil }
+func (s *recordStore) Resync() error        { return nil }
+
+// Replace takes a list: its objects are observed, and the CRs of the kind it no longer has were
+// deleted after the last state the recorder saw.
+func (s *recordStore) Replace(list []any, _ string) error {
+	present := map[types.UID]bool{}
+	for _, obj := range list {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			present[u.GetUID()] = true
+			s.r.observe(u)
+		}
+	}
+	s.r.mu.Lock()
+	for uid, rec := range s.r.byUID {
+		if rec.Kind == s.kind && rec.Deleted == 0 && !present[uid] {
+			rec.Deleted = s.r.lastRV[uid] + 1
+		}
+	}
+	s.r.mu.Unlock()
+	s.synced.Store(true)
+	return nil
 }
 
 func resourceVersion(obj metav1.Object) uint64 {
@@ -92,9 +138,10 @@ func (r *recorder) observeLocked(u *unstructured.Unstructured) {
 		r.markers[u.GetKind()] = max(r.markers[u.GetKind()], rv)
 		return
 	}
+	r.lastRV[u.GetUID()] = max(r.lastRV[u.GetUID()], rv)
 	rec := r.byUID[u.GetUID()]
 	if rec == nil {
-		rec = &crRecord{UID: u.GetUID(), Kind: u.GetKind(), Name: u.GetName(), Created: rv,
+		rec = &crRecord{UID: u.GetUID(), Kind: u.GetKind(), Name: u.GetName(), Created: rv, CreatedAt: u.GetCreationTimestamp().Time,
 			Node: u.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation], Template: u.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]}
 		if rec.Node == "" {
 			rec.Node = u.GetName()
@@ -136,7 +183,7 @@ func (r *recorder) deleted(obj any) {
 		r.observeLocked(u) // cannot happen with a watch that started before any CR; keep the record anyway
 		rec = r.byUID[u.GetUID()]
 	}
-	rv := resourceVersion(u)
+	rv := max(resourceVersion(u), r.lastRV[u.GetUID()])
 	if last {
 		rv++ // the relist only knows the last state; it was deleted after it
 	}

@@ -22,6 +22,8 @@ type history struct {
 	cur *state
 	rv  uint64
 	crs []*crRecord
+	// leases are the node leases of every check that names none.
+	leases []leaseInfo
 }
 
 func newHistory(t *testing.T) *history {
@@ -53,16 +55,30 @@ func (h *history) recover(s *state, name string) {
 	s.Nodes[name] = n
 }
 
-// cr records a CR created in the current step (offset orders CRs within the step).
+// cr records a CR of the NodeHealthCheck's first step created in the current step (offset orders
+// CRs within the step).
 func (h *history) cr(node, owner string, offset uint64) *crRecord {
+	template := ""
+	if n := h.cur.NHCs[owner]; n != nil {
+		template = n.firstStep()
+	}
+	return h.crOf(node, owner, template, offset)
+}
+
+// crOf records a CR of the template created in the current step.
+func (h *history) crOf(node, owner, template string, offset uint64) *crRecord {
 	c := &crRecord{UID: types.UID(node + "-" + owner + "-" + string(rune('a'+len(h.crs)))), Kind: "TestRemediation", Name: node,
-		Node: node, Owner: owner, OwnerUID: types.UID(owner), Created: h.rv - 100 + offset}
+		Node: node, Owner: owner, OwnerUID: types.UID(owner), Template: template, Created: h.rv - 100 + offset,
+		CreatedAt: h.cur.Now.Add(time.Duration(offset) * time.Millisecond)}
 	h.crs = append(h.crs, c)
 	return c
 }
 
 // check runs the checker on the current step and returns the invariants it reports.
 func (h *history) check(leases ...leaseInfo) []string {
+	if leases == nil {
+		leases = h.leases
+	}
 	return h.checkSnapshot(snapshot{Leases: leases, Settled: true})
 }
 
@@ -96,7 +112,7 @@ func TestCheckerCleanRemediation(t *testing.T) {
 	expect(t, h.check())
 	h.step(nil)
 	first.TimedOut = h.rv - 50
-	h.cr("w01", "workers", 60) // the next escalation step
+	h.crOf("w01", "workers", "esc-2", 60) // the next escalation step
 	expect(t, h.check())
 	h.step(func(s *state) { h.recover(s, "w01") })
 	for _, c := range h.crs {
@@ -151,7 +167,7 @@ func TestCheckerUnwarrantedCR(t *testing.T) {
 		expect(t, h.check())
 		h.step(nil)
 		first.TimedOut = h.rv - 90
-		h.cr("w01", "workers", 20)
+		h.crOf("w01", "workers", "esc-2", 20)
 		expect(t, h.check(), invUnwarranted, invLeftCR)
 	})
 	t.Run("due before the step is enough (cache lag)", func(t *testing.T) {
@@ -226,7 +242,7 @@ func TestCheckerOneRemediatorPerNode(t *testing.T) {
 	h.cr("w01", "workers", 10)
 	expect(t, h.check())
 	h.step(nil)
-	h.cr("w01", "workers", 10) // the first neither timed out nor failed
+	h.crOf("w01", "workers", "esc-2", 10) // the first neither timed out nor failed
 	expect(t, h.check(), invOneRemediator)
 }
 
@@ -361,4 +377,405 @@ func TestCheckerLiveness(t *testing.T) {
 			h.step(nil)
 		}
 	})
+}
+
+// setNode changes a node of the state.
+func setNode(s *state, name string, change func(n *node)) {
+	n := s.Nodes[name]
+	change(&n)
+	s.Nodes[name] = n
+}
+
+// gateClosers close the gate of workers' new remediations for w01 in a state.
+var gateClosers = []struct {
+	name  string
+	close func(h *history, s *state)
+}{
+	{"paused", func(h *history, s *state) { s.NHCs["workers"].Spec.PauseRequests = []string{"x"} }},
+	{"threshold", func(h *history, s *state) {
+		// 9 selected, 60%: 6 must be healthy; w01..w04 are not.
+		for _, n := range []string{"w02", "w03", "w04"} {
+			h.fail(s, n, corev1.ConditionFalse, time.Hour)
+		}
+	}},
+	{"returning nodes", func(h *history, s *state) {
+		// 8 healthy, but 3 of them came back 10s ago: 5 healthy that did not just come back.
+		for _, name := range []string{"w02", "w03", "w04"} {
+			setNode(s, name, func(n *node) { n.Since, n.Created = s.Now.Add(-10*time.Second), s.Now.Add(-time.Hour) })
+		}
+	}},
+	{"clock skew", func(h *history, s *state) { s.Skew = 5 * time.Minute }},
+	{"missing template", func(h *history, s *state) { templateConfigs[5].apply(&s.NHCs["workers"].Spec) }},
+	{"excluded", func(h *history, s *state) { setNode(s, "w01", func(n *node) { n.Excluded = true }) }},
+	{"maintenance lease", func(h *history, s *state) {
+		setNode(s, "w01", func(n *node) { n.Maintained, n.LeasedUntil = true, s.Now.Add(time.Minute) })
+		h.leases = []leaseInfo{{Node: "w01", Holder: maintenanceHolder, Expires: s.Now.Add(time.Minute)}}
+	}},
+}
+
+func TestCheckerNoEscalationWhileHeld(t *testing.T) {
+	for _, tc := range gateClosers {
+		for _, escalation := range []string{"a next-step CR", "a timed-out mark"} {
+			t.Run(tc.name+": "+escalation, func(t *testing.T) {
+				h := newHistory(t)
+				h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+				first := h.cr("w01", "workers", 10)
+				expect(t, h.check())
+				h.step(func(s *state) { tc.close(h, s) })
+				expect(t, h.check())
+				h.step(nil)
+				first.TimedOut = h.rv - 50
+				if escalation == "a next-step CR" {
+					h.crOf("w01", "workers", "esc-2", 60)
+				}
+				expect(t, h.check(), invHeld)
+			})
+		}
+	}
+	t.Run("the gate opens in the step (cache lag)", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		first := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.NHCs["workers"].Spec.PauseRequests = []string{"x"} })
+		expect(t, h.check())
+		h.step(func(s *state) { s.NHCs["workers"].Spec.PauseRequests = nil })
+		first.TimedOut = h.rv - 50
+		h.crOf("w01", "workers", "esc-2", 60)
+		expect(t, h.check())
+	})
+	t.Run("a burst opens the gate between its moves", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		first := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Skew = 5 * time.Minute })
+		expect(t, h.check())
+		h.step(func(s *state) {
+			mid := s.clone()
+			mid.Skew = 0
+			s.Mids = []*state{mid}
+		})
+		first.TimedOut = h.rv - 50
+		h.crOf("w01", "workers", "esc-2", 60)
+		expect(t, h.check())
+	})
+}
+
+func TestCheckerNoCRDeleted(t *testing.T) {
+	// w01 remediated by workers with template (config) and its CR, in step 1.
+	remediated := func(t *testing.T, config int) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			templateConfigs[config].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = config
+		})
+		c := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		return h, c
+	}
+	t.Run("a CR of an unhealthy selected node", func(t *testing.T) {
+		h, c := remediated(t, 3)
+		h.step(nil)
+		c.Deleted = h.rv - 50
+		expect(t, h.check(), invDeleted)
+	})
+	t.Run("a CR of a node that recovered in the step", func(t *testing.T) {
+		h, c := remediated(t, 3)
+		h.step(func(s *state) { h.recover(s, "w01") })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+	})
+	t.Run("a CR of a node not selected between the moves of a burst", func(t *testing.T) {
+		h, c := remediated(t, 3)
+		h.step(func(s *state) {
+			mid := s.clone()
+			setNode(mid, "w01", func(n *node) { n.Pool = "" })
+			s.Mids = []*state{mid}
+		})
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+	})
+	t.Run("a timed-out CR whose name the next step needs", func(t *testing.T) {
+		h, c := remediated(t, 0) // plain-1, named after the node
+		h.step(func(s *state) {
+			templateConfigs[1].apply(&s.NHCs["workers"].Spec) // plain-2: the same kind and name
+			s.NHCs["workers"].Config = 1
+		})
+		c.TimedOut, c.Deleted = h.rv-60, h.rv-50
+		h.crOf("w01", "workers", "plain-2", 70)
+		expect(t, h.check())
+	})
+	t.Run("a timed-out CR whose name no step needs", func(t *testing.T) {
+		h, c := remediated(t, 3) // esc-1: generated names
+		h.step(nil)
+		c.TimedOut, c.Deleted = h.rv-60, h.rv-50
+		expect(t, h.check(), invDeleted)
+	})
+	t.Run("a CR whose name the next step needs, deleted before it timed out", func(t *testing.T) {
+		h, c := remediated(t, 0)
+		h.step(func(s *state) {
+			templateConfigs[1].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 1
+		})
+		c.Deleted = h.rv - 50
+		expect(t, h.check(), invDeleted)
+	})
+}
+
+func TestCheckerOneFirstStepPerFailure(t *testing.T) {
+	failed := func(t *testing.T) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		return h, c
+	}
+	t.Run("two first steps in one failure", func(t *testing.T) {
+		h, c := failed(t)
+		h.step(nil)
+		expect(t, h.check())
+		h.step(nil)
+		c.TimedOut = h.rv - 60
+		h.cr("w01", "workers", 70)
+		expect(t, h.check(), invFirstStep)
+	})
+	t.Run("two first steps in one step", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("w01", "workers", 10)
+		c.TimedOut = h.rv - 60
+		h.cr("w01", "workers", 70)
+		expect(t, h.check(), invFirstStep)
+	})
+	t.Run("a new failure", func(t *testing.T) {
+		h, c := failed(t)
+		h.step(func(s *state) { h.recover(s, "w01") })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("recovered and failed again between the moves of a burst", func(t *testing.T) {
+		h, c := failed(t)
+		h.step(func(s *state) {
+			mid := s.clone()
+			h.recover(mid, "w01")
+			s.Mids = []*state{mid}
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		c.Deleted = h.rv - 50
+		h.cr("w01", "workers", 70)
+		expect(t, h.check())
+	})
+	t.Run("the templates changed in between", func(t *testing.T) {
+		h, c := failed(t)
+		h.step(func(s *state) {
+			templateConfigs[7].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 7
+		})
+		expect(t, h.check())
+		h.step(func(s *state) {
+			templateConfigs[3].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 3
+		})
+		c.TimedOut = h.rv - 60
+		h.cr("w01", "workers", 70)
+		expect(t, h.check())
+	})
+	t.Run("not selected in between", func(t *testing.T) {
+		h, c := failed(t)
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.Pool = "" }) })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.Pool = "a" }) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+}
+
+func TestCheckerRepairBudget(t *testing.T) {
+	// workers: at most 2 remediations of a node within 24h. remediate fails w01, remediates it and
+	// brings it back, over three steps.
+	remediate := func(h *history, deletedAtOnce bool) *crRecord {
+		if deletedAtOnce {
+			// A burst: the node fails, is remediated and recovers; no check saw the CR.
+			h.step(func(s *state) {
+				mid := s.clone()
+				h.fail(mid, "w01", corev1.ConditionFalse, time.Hour)
+				s.Mids = []*state{mid}
+				h.recover(s, "w01")
+			})
+			c := h.cr("w01", "workers", 10)
+			c.Deleted = h.rv - 50
+			expect(h.t, h.check())
+			h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+			expect(h.t, h.check())
+			return c
+		}
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("w01", "workers", 10)
+		expect(h.t, h.check())
+		h.step(func(s *state) { h.recover(s, "w01") })
+		c.Deleted = h.rv - 50
+		expect(h.t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		expect(h.t, h.check())
+		return c
+	}
+	t.Run("a third remediation", func(t *testing.T) {
+		h := newHistory(t)
+		remediate(h, false)
+		remediate(h, false)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invRepairBudget)
+	})
+	t.Run("a third remediation after a reset", func(t *testing.T) {
+		h := newHistory(t)
+		remediate(h, false)
+		second := remediate(h, false)
+		h.step(func(s *state) {
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			setNode(s, "w01", func(n *node) { n.ResetAt = second.CreatedAt })
+		})
+		h.cr("w01", "workers", 1010)
+		expect(t, h.check())
+	})
+	t.Run("a remediation no check saw running", func(t *testing.T) {
+		h := newHistory(t)
+		remediate(h, false)
+		remediate(h, true)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a third remediation after the node left the pool and came back", func(t *testing.T) {
+		h := newHistory(t)
+		remediate(h, false)
+		remediate(h, false)
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.Pool = "" }) })
+		expect(t, h.check())
+		h.step(func(s *state) {
+			setNode(s, "w01", func(n *node) { n.Pool = "a" })
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("not owed while the budget may be exhausted", func(t *testing.T) {
+		h := newHistory(t)
+		remediate(h, false)
+		remediate(h, false)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}
+
+func TestCheckerDryRun(t *testing.T) {
+	for _, template := range []string{"esc-1", "esc-2"} {
+		t.Run("a CR from "+template, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(func(s *state) {
+				h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+				s.NHCs["workers"].Spec.DryRun = true
+			})
+			for range livenessSteps {
+				expect(t, h.check()) // not owed either
+				h.step(nil)
+			}
+			h.crOf("w01", "workers", template, 10)
+			expect(t, h.check(), invUnwarranted)
+		})
+	}
+	t.Run("turned off in the step", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			s.NHCs["workers"].Spec.DryRun = true
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { s.NHCs["workers"].Spec.DryRun = false })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+}
+
+func TestCheckerBurst(t *testing.T) {
+	for _, due := range []bool{true, false} {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			// Excluded before and after the burst; due between its moves, or not.
+			setNode(s, "w01", func(n *node) { n.Excluded = true })
+			mid := s.clone()
+			h.fail(mid, "w01", corev1.ConditionFalse, time.Hour)
+			setNode(mid, "w01", func(n *node) { n.Excluded = !due })
+			s.Mids = []*state{mid}
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		h.cr("w01", "workers", 10)
+		if due {
+			expect(t, h.check())
+		} else {
+			expect(t, h.check(), invUnwarranted)
+		}
+	}
+}
+
+func TestCheckerPausedKeepsOrphans(t *testing.T) {
+	h := newHistory(t)
+	h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+	h.cr("w01", "workers", 10)
+	expect(t, h.check())
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.PauseRequests = []string{"x"}
+		setNode(s, "w01", func(n *node) { n.Pool = "" })
+	})
+	for range 3 {
+		expect(t, h.check()) // kept while paused
+		h.step(nil)
+	}
+	h.step(func(s *state) { s.NHCs["workers"].Spec.PauseRequests = nil })
+	expect(t, h.check()) // resumed in this step
+	h.step(nil)
+	expect(t, h.check(), invLeftCR)
+}
+
+func TestCheckerLivenessHolds(t *testing.T) {
+	for _, tc := range gateClosers {
+		if tc.name == "excluded" || tc.name == "paused" || tc.name == "missing template" || tc.name == "threshold" {
+			continue // not due or over the budget: covered above
+		}
+		t.Run("not owed while "+tc.name, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(func(s *state) {
+				h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+				tc.close(h, s)
+			})
+			for range livenessSteps {
+				expect(t, h.check())
+				h.step(nil)
+			}
+		})
+	}
+}
+
+func TestCheckerForeignLease(t *testing.T) {
+	h := newHistory(t)
+	h.step(func(s *state) {
+		setNode(s, "w01", func(n *node) { n.Maintained, n.LeasedUntil = true, s.Now.Add(time.Minute) })
+	})
+	held := leaseInfo{Node: "w01", Holder: maintenanceHolder, Expires: h.cur.Now.Add(time.Minute)}
+	expect(t, h.check(held))
+	h.step(nil)
+	expect(t, h.check(), invForeignLease) // deleted
+	h.step(nil)
+	expect(t, h.check(leaseInfo{Node: "w01", Holder: "NodeHealthCheck-workers", Expires: h.cur.Now.Add(time.Minute)}), invForeignLease, invLeftLease)
+	h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+	expect(t, h.check()) // expired: anyone may take it
 }

@@ -22,8 +22,8 @@ import (
 //  3. the controllers are idle: their workqueues are empty and no reconcile runs (controller-runtime's
 //     workqueue_depth and controller_runtime_active_workers), no manager request is in flight or
 //     was made in the last quietAPI, no request was failed in the last quietAfterFault (a failed
-//     reconcile is retried after a backoff that makes no request), and all of this held for
-//     quietWindow.
+//     reconcile is retried after a backoff that makes no request), every watch the driver cut is
+//     open again (the informer listed again), and all of this held for quietWindow.
 //
 // A step that does not settle within settleTimeout is checked anyway, for the safety invariants
 // only (see snapshot.Settled).
@@ -118,7 +118,7 @@ func (w *world) settle(ctx context.Context) (bool, string) {
 		active := gauges("controller_runtime_active_workers")
 		idle, sinceFault := w.faults.quietFor()
 		started := reconciles() >= w.awaitReconciles
-		quiet := started && depth <= 0 && active <= 0 && idle >= quietAPI && sinceFault >= quietAfterFault
+		quiet := started && depth <= 0 && active <= 0 && idle >= quietAPI && sinceFault >= quietAfterFault && w.faults.watchesBack()
 		switch {
 		case quiet && quietSince.IsZero():
 			quietSince = now

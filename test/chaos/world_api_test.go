@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
@@ -35,11 +36,16 @@ type world struct {
 	rec      *recorder
 	checker  *checker
 	nhcUIDs  map[string]types.UID
+	// env is the control plane, whose API server a move restarts.
+	env *envtest.Environment
 
 	// faultRate is the rate of random API failures while turned on (0: off).
 	faultRate float64
 	// poked is set when this step made the controllers reconcile every NodeHealthCheck.
 	poked bool
+	// watchesHeld is set while the managers' watches wait for the step's moves to be done;
+	// reportLists when the step dropped watches or restarted the API server.
+	watchesHeld, reportLists bool
 	// skip are kinds of moves a random run does not make (CHAOS_SKIP).
 	skip []string
 	// writes are the objects the driver wrote in this step, by key.
@@ -51,6 +57,8 @@ type world struct {
 
 	settleTotal, settleLongest time.Duration
 	unsettled                  int
+	// moveCounts counts the moves made, by kind (a step of several, as "burst").
+	moveCounts map[string]int
 }
 
 func (w *world) logf(format string, args ...any) {
@@ -107,6 +115,9 @@ func (w *world) setReady(ctx context.Context, name string, status corev1.Conditi
 	if n.Ready != corev1.ConditionTrue || status != corev1.ConditionTrue {
 		n.HealthyFrom = w.cur.Step
 	}
+	if n.Ready == corev1.ConditionTrue && status != corev1.ConditionTrue {
+		n.Failures++
+	}
 	n.Ready, n.Since = status, w.cur.Now
 	w.cur.Nodes[name] = n
 	return nil
@@ -126,18 +137,22 @@ func (w *world) setLabels(ctx context.Context, n node) error {
 }
 
 // createNode creates the model node, healthy.
+// createNode creates the model node with its Ready condition, as a kubelet registers its node with
+// its status: there is no moment at which the node exists without conditions (which the operator
+// would count healthy and not just back, a state the model does not have).
 func (w *world) createNode(ctx context.Context, n node) error {
-	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.labels()}}
+	now := metav1.NewTime(w.cur.Now)
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.labels()},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: n.Ready, LastTransitionTime: now,
+			LastHeartbeatTime: now, Reason: "Chaos", Message: "set by the chaos driver"}}}}
 	if err := w.k8s.Create(ctx, obj); err != nil {
 		return fmt.Errorf("creating node %s: %w", n.Name, err)
 	}
-	n.Exists = true
-	w.cur.Nodes[n.Name] = n
-	if err := w.setReady(ctx, n.Name, n.Ready); err != nil {
-		return err
+	if len(obj.Status.Conditions) != 1 {
+		return fmt.Errorf("creating node %s: the API server dropped its status", n.Name)
 	}
-	n = w.cur.Nodes[n.Name]
-	n.HealthyFrom = w.cur.Step
+	w.wrote(obj, false)
+	n.Exists, n.Created, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Now, w.cur.Step
 	w.cur.Nodes[n.Name] = n
 	return nil
 }
@@ -149,7 +164,7 @@ func (w *world) deleteNode(ctx context.Context, name string) error {
 	}
 	w.wrote(obj, true)
 	n := w.cur.Nodes[name]
-	n.Exists, n.Excluded = false, false
+	n.Exists, n.Excluded, n.ResetAt = false, false, time.Time{}
 	w.cur.Nodes[name] = n
 	return nil
 }
@@ -273,8 +288,8 @@ func (w *world) describe(ctx context.Context) string {
 			}
 			entries = append(entries, s+")")
 		}
-		fmt.Fprintf(&b, "  nhc %s: templates %s, paused %v; status %s: %s; unhealthyNodes %v\n", name, templateConfigs[w.cur.NHCs[name].Config].Name,
-			w.cur.NHCs[name].paused(), h.Status.Phase, h.Status.Reason, entries)
+		fmt.Fprintf(&b, "  nhc %s: templates %s, paused %v, dry-run %v; status %s: %s; unhealthyNodes %v; remediationHistory %v\n", name, templateConfigs[w.cur.NHCs[name].Config].Name,
+			w.cur.NHCs[name].paused(), w.cur.NHCs[name].Spec.DryRun, h.Status.Phase, h.Status.Reason, entries, h.Status.RemediationHistory)
 	}
 	if crs, err := w.listCRs(ctx); err == nil {
 		for _, cr := range crs {
@@ -283,8 +298,9 @@ func (w *world) describe(ctx context.Context) string {
 				owner = o.Name
 			}
 			_, timedOut := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
-			fmt.Fprintf(&b, "  CR %s %s: node %s, nhc %s, template %s, timed out %v, Succeeded=%q\n", cr.GetKind(), cr.GetName(), crNode(&cr), owner,
-				cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation], timedOut, crCondition(&cr, remediationv1alpha1.RemediationConditionSucceeded))
+			fmt.Fprintf(&b, "  CR %s %s: node %s, nhc %s, template %s, created %s, timed out %v, Succeeded=%q\n", cr.GetKind(), cr.GetName(), crNode(&cr), owner,
+				cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation], cr.GetCreationTimestamp().Format(time.TimeOnly), timedOut,
+				crCondition(&cr, remediationv1alpha1.RemediationConditionSucceeded))
 		}
 	}
 	if leases, err := w.leases(context.Background()); err == nil {
@@ -296,6 +312,6 @@ func (w *world) describe(ctx context.Context) string {
 	for _, name := range w.cur.nodeNames() {
 		nodes = append(nodes, w.cur.Nodes[name].String())
 	}
-	fmt.Fprintf(&b, "  model at %s (%s): %s", w.cur.Now.Format(time.TimeOnly), w.fakeElapsed(), strings.Join(nodes, " "))
+	fmt.Fprintf(&b, "  model at %s (%s), skew %s: %s", w.cur.Now.Format(time.TimeOnly), w.fakeElapsed(), w.cur.Skew, strings.Join(nodes, " "))
 	return b.String()
 }

@@ -15,7 +15,7 @@ import (
 // The world every run starts from:
 //
 //	nodes         w01..w10 workers (w01-w06 pool a, w07-w09 pool b, w10 no pool), cp1..cp3 control plane (cp3 pool b)
-//	workers       control-plane DoesNotExist, pool In [a b]  -> w01..w09   minHealthy 60%     escalating esc-1 (1m) -> esc-2 (2m)
+//	workers       control-plane DoesNotExist, pool In [a b]  -> w01..w09   minHealthy 60%     escalating esc-1 (1m) -> esc-2 (2m), repairBudget 2 in 24h
 //	pool-b        pool In [b]                                -> w07..w09, cp3  maxUnhealthy 50%  plain-1, healthyDelay 1m, Unknown for 60s
 //	control-plane control-plane Exists                       -> cp1..cp3   minHealthy 1       plain-2
 //
@@ -136,6 +136,8 @@ func initialState(now time.Time) *state {
 		}},
 		UnhealthyConditions: conditions(30*time.Second, 30*time.Second),
 		MinHealthy:          &minHealthy60,
+		// Two remediations per node a day: a node that fails a third time waits (or its reset).
+		RepairBudget: &remediationv1alpha1.RepairBudget{MaxRemediations: 2, Window: metav1.Duration{Duration: 24 * time.Hour}},
 	})
 	add("pool-b", 0, remediationv1alpha1.NodeHealthCheckSpec{
 		Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -154,3 +156,7 @@ func initialState(now time.Time) *state {
 	})
 	return s
 }
+
+// namesAfterNode reports whether the template's CRs are named after their node (a remediator
+// without multiple-templates support): two such templates of one kind need the same name.
+func namesAfterNode(template string) bool { return template != "esc-1" && template != "esc-2" }
