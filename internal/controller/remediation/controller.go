@@ -484,15 +484,22 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 			"%s; the running remediation continues, and the next step is decided again once nothing holds it (%s)", capitalize(d.SkipMessage), d.SkipReason)
 	}
 
-	if e.Next != nil && snap.DryRun() {
-		// Dry-run: no further step; the running one (if any) keeps its lease until it ends.
-		if ref, ok := targets.TemplateRef(&snap.NHC.Spec, e.Next.StepKey); ok {
-			if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+ref.Kind+"/"+ref.Name, true); !seen {
-				r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun",
-					"Dry run: would escalate node %s to %s %s/%s; no CR is created", node, ref.Kind, ref.Namespace, ref.Name)
+	if snap.DryRun() && (e.Next != nil || len(e.TimeOut) > 0) {
+		// Dry-run escalates none of the CRs that ran before it was set: no next step, and no
+		// nhc-timed-out mark either (the remediator would give up the running step); they keep
+		// running, and keep their lease, until they end. Turning dry-run off escalates at the next
+		// reconcile (the spec changed).
+		switch {
+		case e.Next != nil:
+			if ref, ok := targets.TemplateRef(&snap.NHC.Spec, e.Next.StepKey); ok {
+				r.reportDryRun(nhc, node, ref.Kind+"/"+ref.Name,
+					"Dry run: would escalate node %s to %s %s/%s; no CR is created and the running one is not marked timed out", node, ref.Kind, ref.Namespace, ref.Name)
 			}
+		case e.Exhausted:
+			r.reportDryRun(nhc, node, "exhausted",
+				"Dry run: would mark node %s's last remediation timed out (no remediation template is left); it is not marked", node)
 		}
-		e.Next = nil
+		e.Next, e.TimeOut, e.Exhausted = nil, nil, false
 	}
 
 	// Hold the node's lease for the step that runs from now on, before anything is marked or
@@ -541,6 +548,14 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		return renewAt, r.create(ctx, snap, node, e.Next.StepKey)
 	}
 	return renewAt, nil
+}
+
+// reportDryRun emits a WouldRemediate event about the node once per NodeHealthCheck, node and
+// what (the step it would escalate to).
+func (r *Reconciler) reportDryRun(nhc *remediationv1alpha1.NodeHealthCheck, node, what, format string, args ...any) {
+	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+what, true); !seen {
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun", format, args...)
+	}
 }
 
 // capitalize returns the note with its first letter in upper case (events start with a capital).

@@ -173,4 +173,49 @@ var _ = Describe("Dry-run", func() {
 		Eventually(entryOf(ctx, dry, b[3].Name)).Should(And(HaveField("DryRunRemediations", BeEmpty()), HaveField("Remediations", Not(BeEmpty()))))
 		Expect(meta.FindStatusCondition(e.Status(ctx, dry)().Conditions, remediationv1alpha1.ConditionTypeDryRun)).To(BeNil())
 	})
+
+	It("set on a NodeHealthCheck with a running remediation, leaves it running and escalates none: no CR marked timed out, no next step, until it is turned off", func(ctx SpecContext) {
+		e.Clock.SetTime(time.Now().Truncate(time.Second).Add(-time.Second))
+		steps := []remediationv1alpha1.EscalatingRemediation{
+			stepTemplate(ctx, kindA, 1, 5*time.Minute, false),
+			stepTemplate(ctx, kindB, 2, 5*time.Minute, false),
+		}
+		n, _, pool := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.RemediationTemplate = nil
+			n.Spec.EscalatingRemediations = steps
+		})
+		node := pool[0]
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(func() []string { return templateNames(stepCRs(ctx, node.Name)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
+
+		setDryRun := func(on bool) {
+			GinkgoHelper()
+			Eventually(func() error {
+				stored := &remediationv1alpha1.NodeHealthCheck{}
+				if err := e.K8s.Get(ctx, client.ObjectKeyFromObject(n), stored); err != nil {
+					return err
+				}
+				stored.Spec.DryRun = on
+				return e.K8s.Update(ctx, stored)
+			}).Should(Succeed())
+		}
+		By("dry-run on, and the running step times out: the remediation controller says what it would do, and does nothing")
+		setDryRun(true)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonWouldRemediate)).Should(ContainElement(
+			ContainSubstring("would escalate node %s to %s", node.Name, steps[1].RemediationTemplate.Kind)))
+		timedOut := func(cr unstructured.Unstructured) bool {
+			_, marked := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
+			return marked
+		}
+		Consistently(stepCRs(ctx, node.Name)).WithTimeout(2*time.Second).Should(HaveExactElements(
+			WithTransform(timedOut, BeFalse())), "the running CR is neither marked timed out (its remediator would give up) nor followed by the next step")
+
+		By("dry-run off: the escalation that was due happens at once")
+		setDryRun(false)
+		Eventually(stepCRs(ctx, node.Name)).Should(HaveExactElements(
+			WithTransform(timedOut, BeTrue()), WithTransform(timedOut, BeFalse())))
+		Expect(templateNames(stepCRs(ctx, node.Name)())).To(Equal([]string{steps[0].RemediationTemplate.Name, steps[1].RemediationTemplate.Name}))
+	})
 })
