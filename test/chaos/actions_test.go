@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -31,9 +32,11 @@ type move struct {
 	Status corev1.ConditionStatus
 	D      time.Duration
 	Pool   string
-	Config int
-	Rate   float64
-	On     bool
+	// Machine is, for relink, the Machine the node claims next ("": none).
+	Machine string
+	Config  int
+	Rate    float64
+	On      bool
 	// Count is, for a burst, how many moves it makes.
 	Count int
 	// Chosen is the kind that chose a random move (relapse makes a fail move); not part of a script.
@@ -156,6 +159,20 @@ var kinds = []moveKind{
 	{"drop-watches", "drop-watches", 3, func(w *world) (move, bool) { return move{Kind: "drop-watches"}, true }},
 	{"apiserver-restart", "apiserver-restart", 2, func(w *world) (move, bool) { return move{Kind: "apiserver-restart"}, true }},
 	{"kill", "kill", 3, func(w *world) (move, bool) { return move{Kind: "kill"}, true }},
+	// A kubelet writes its node's Machine claim: another node's Machine (a control-plane one, one
+	// of a node that is down) or none; and back to its own, more often.
+	{"relink", "relink <node> <machine>|none", 3, func(w *world) (move, bool) {
+		if forged := w.nodes(func(n node) bool { return n.Exists && n.Machine != machineOf(n.Name) }); len(forged) > 0 && w.rng.IntN(2) == 0 {
+			name := pick(w, forged)
+			return move{Kind: "relink", Nodes: []string{name}, Machine: machineOf(name)}, true
+		}
+		m, ok := w.nodeMove("relink", exists, "")
+		if ok {
+			own := machineOf(m.Nodes[0])
+			m.Machine = pick(w, slices.DeleteFunc(append(w.cur.machines(), ""), func(machine string) bool { return machine == own }))
+		}
+		return m, ok && w.oneIn(2)
+	}},
 	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
 		healthy := w.nodes(isHealthy)
@@ -298,6 +315,8 @@ func (m move) String() string {
 		return m.Kind + " " + m.NHC
 	case "forge":
 		return fmt.Sprintf("forge %s %s", m.NHC, m.Nodes[0])
+	case "relink":
+		return fmt.Sprintf("relink %s %s", m.Nodes[0], cmp.Or(m.Machine, "none"))
 	case "faults":
 		if m.Rate == 0 {
 			return "faults off"
@@ -396,6 +415,10 @@ func parseMove(f []string) (move, error) {
 		if err = want(2); err == nil {
 			m.NHC, m.Nodes = args[0], []string{args[1]}
 		}
+	case "relink":
+		if err = want(2); err == nil {
+			m.Nodes, m.Machine = []string{args[0]}, strings.TrimPrefix(args[1], "none")
+		}
 	case "faults":
 		if err = want(1); err == nil && args[0] != "off" {
 			m.Rate, err = strconv.ParseFloat(args[0], 64)
@@ -477,6 +500,14 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 		return m.NHC + " resumes: pauseRequests cleared", w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"pauseRequests": nil}})
 	case "forge":
 		return w.forgeStatus(ctx, m.NHC, name)
+	case "relink":
+		n := w.cur.Nodes[name]
+		n.Machine = m.Machine
+		desc := fmt.Sprintf("%s's kubelet claims Machine %s", name, cmp.Or(m.Machine, "none"))
+		if m.Machine == machineOf(name) {
+			desc = fmt.Sprintf("%s claims its own Machine %s again", name, m.Machine)
+		}
+		return desc, w.setClaim(ctx, n)
 	case "faults":
 		w.faultRate = m.Rate
 		w.faults.set(w.faultRate, w.cur.Poisoned)

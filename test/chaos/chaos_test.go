@@ -246,10 +246,10 @@ func runChaos(t *testing.T, seed uint64, o options) {
 	}
 	st := w.checker.stats
 	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
-		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks; "+
+		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
 		"owed remediations seen at %d node-checks, at most %d in a row; %s",
 		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
-		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.owed, st.longestOwed, w.kindCounts())
+		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.machineOwned, st.claimedElsewhere, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
 	if len(broken) > 0 {
 		var lines []string
@@ -348,6 +348,9 @@ func (w *world) build(ctx context.Context) error {
 		}
 	}
 	for _, name := range w.cur.nodeNames() {
+		if err := w.k8s.Create(ctx, machineObject(w.cur.Nodes[name])); err != nil {
+			return fmt.Errorf("creating the Machine of node %s: %w", name, err)
+		}
 		if err := w.createNode(ctx, w.cur.Nodes[name]); err != nil {
 			return err
 		}

@@ -45,7 +45,7 @@ const (
 	// invHeld: one gate for every new CR. No escalation (a next-step CR: one created while another
 	// CR of its NodeHealthCheck is on the node, or from a template that is not the first step; or
 	// an nhc-timed-out mark) for a node while, in every state of the step, what holds its first step
-	// closes the gate (state.gateClosed: paused, a missing template, the clock skew beyond the
+	// closes the gate (state.gateClosed: paused, a missing template, dry-run, the clock skew beyond the
 	// bound, an invalid budget, too few healthy nodes that did not just come back, the exclusion
 	// label, a maintenance operator's lease). Every state of the step: the cache may lag behind a
 	// move, as no-unwarranted-cr allows.
@@ -72,6 +72,11 @@ const (
 	// invForeignLease: a node lease a maintenance operator holds (unexpired, in fake time) is
 	// neither taken nor deleted by the operator: at every check it is there, with its holder.
 	invForeignLease = "no-foreign-lease-taken"
+	// invMachine: every Machine that owns a CR is the CR node's Machine (its status.nodeRef names
+	// the node), and a CR is labelled control-plane only for a control-plane node: a node's claim
+	// (its annotations, which its kubelet can write) chooses neither which host Metal3 reboots nor
+	// which nodes count as control plane.
+	invMachine = "machine-owner-is-node"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -88,6 +93,10 @@ type crRecord struct {
 	Owner    string
 	OwnerUID types.UID
 	Template string
+	// Machines are the Machines among its owners as created; ControlPlane is set when it was
+	// created with the control-plane CR label.
+	Machines     []string
+	ControlPlane bool
 	// CreatedAt is the CR's creationTimestamp (the API server's clock, whole seconds).
 	CreatedAt time.Time
 	Created   uint64
@@ -176,6 +185,9 @@ type checker struct {
 		// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
 		// budgetHeld the node-checks at which a node due was held back by its repair budget.
 		escalations, heldRunning, deletions, budgetHeld int
+		// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
+		// claimed another Machine or none (before or after the step).
+		machineOwned, claimedElsewhere int
 	}
 }
 
@@ -297,6 +309,22 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		if allStates(states, func(s *state) bool { return s.whyNotDue(s.NHCs[c.Owner], s.Nodes[c.Node]) != "" }) {
 			report(invUnwarranted, "%s started a remediation of a node that is not due: before the step %s, after it %s", c, whyBefore, whyAfter)
 		}
+	}
+
+	for _, machine := range c.Machines {
+		if node := machineNode(machine); node != c.Node {
+			report(invMachine, "%s is owned by Machine %s, whose status.nodeRef names node %s (the node claimed Machine %q before the step, %q after it)",
+				c, machine, node, before.Machine, after.Machine)
+		}
+	}
+	if len(c.Machines) > 0 {
+		k.stats.machineOwned++
+	}
+	if before.Machine != machineOf(c.Node) || after.Machine != machineOf(c.Node) {
+		k.stats.claimedElsewhere++
+	}
+	if c.ControlPlane && !before.ControlPlane {
+		report(invMachine, "%s is labelled control-plane, but node %s is a worker (it claimed Machine %q before the step, %q after it)", c, c.Node, before.Machine, after.Machine)
 	}
 
 	if first {

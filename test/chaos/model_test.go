@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -60,6 +62,41 @@ type node struct {
 	// was held by a NodeHealthCheck then).
 	Maintained  bool
 	LeasedUntil time.Time
+	// Machine is the Cluster API Machine the node's cluster.x-k8s.io/machine annotation claims (""
+	// none): its own (machineOf), or another node's, as a compromised kubelet may write it.
+	Machine string
+}
+
+// The Machines: every node of the initial world has one, in the template namespace (so that it can
+// own the node's CRs), of cluster "chaos", whose status.nodeRef names the node; those of the
+// control-plane nodes are control-plane Machines. Machines never change: a node's claim does.
+const machineCluster = "chaos"
+
+// machineOf names the node's own Machine; machineNode the node a Machine's status.nodeRef names.
+func machineOf(node string) string { return "m-" + node }
+
+func machineNode(machine string) string { return strings.TrimPrefix(machine, "m-") }
+
+// machines returns the names of the Machines, sorted: one per node of the initial world, whether
+// the node exists now or not.
+func (s *state) machines() []string {
+	var out []string
+	for _, name := range s.nodeNames() {
+		out = append(out, machineOf(name))
+	}
+	return out
+}
+
+// annotations returns the node's annotations as the driver writes them: its Machine claim.
+func (n node) annotations() map[string]string {
+	if n.Machine == "" {
+		return nil
+	}
+	return map[string]string{
+		machines.ClusterAPIMachineAnnotation:     n.Machine,
+		machines.ClusterAPINamespaceAnnotation:   templateNamespace,
+		machines.ClusterAPIClusterNameAnnotation: machineCluster,
+	}
 }
 
 // labels returns the node's labels as the driver writes them.
@@ -90,6 +127,9 @@ func (n node) String() string {
 	}
 	if n.Maintained {
 		s += " maintained"
+	}
+	if n.Machine != machineOf(n.Name) {
+		s += " claims Machine " + cmp.Or(n.Machine, "none")
 	}
 	return s + "]"
 }
@@ -315,6 +355,8 @@ func (s *state) gateClosed(h *nhc, n node) string {
 		return "the NodeHealthCheck is paused"
 	case h.disabled():
 		return "the NodeHealthCheck references a missing template"
+	case h.Spec.DryRun:
+		return "the NodeHealthCheck is in dry-run (it escalates none of the CRs that ran before)"
 	case s.skewed():
 		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
 	case !ok:

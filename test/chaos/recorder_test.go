@@ -147,6 +147,12 @@ func (r *recorder) observeLocked(u *unstructured.Unstructured) {
 			rec.Node = u.GetName()
 		}
 		rec.Owner, rec.OwnerUID, _ = remediationcr.ControllerNHC(u)
+		for _, o := range u.GetOwnerReferences() {
+			if o.Kind == "Machine" {
+				rec.Machines = append(rec.Machines, o.Name)
+			}
+		}
+		_, rec.ControlPlane = u.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]
 		r.byUID[rec.UID] = rec
 	}
 	if _, marked := u.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; marked && rec.TimedOut == 0 {

@@ -690,9 +690,24 @@ func TestCheckerDryRun(t *testing.T) {
 				h.step(nil)
 			}
 			h.crOf("w01", "workers", template, 10)
+			if template == "esc-2" { // not the first step: an escalation as well
+				expect(t, h.check(), invUnwarranted, invHeld)
+				return
+			}
 			expect(t, h.check(), invUnwarranted)
 		})
 	}
+	t.Run("a running CR marked timed out", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		first := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.NHCs["workers"].Spec.DryRun = true })
+		expect(t, h.check())
+		h.step(nil)
+		first.TimedOut = h.rv - 50
+		expect(t, h.check(), invHeld)
+	})
 	t.Run("turned off in the step", func(t *testing.T) {
 		h := newHistory(t)
 		h.step(func(s *state) {
@@ -778,4 +793,32 @@ func TestCheckerForeignLease(t *testing.T) {
 	expect(t, h.check(leaseInfo{Node: "w01", Holder: "NodeHealthCheck-workers", Expires: h.cur.Now.Add(time.Minute)}), invForeignLease, invLeftLease)
 	h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
 	expect(t, h.check()) // expired: anyone may take it
+}
+
+func TestCheckerMachineOwner(t *testing.T) {
+	t.Run("its own Machine owns the CR", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "cp1", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("cp1", "control-plane", 10)
+		c.Machines, c.ControlPlane = []string{machineOf("cp1")}, true
+		expect(t, h.check())
+	})
+	t.Run("the Machine a forged claim names owns the CR", func(t *testing.T) {
+		h := newHistory(t) // w06 claims m-cp1
+		h.step(func(s *state) { h.fail(s, "w06", corev1.ConditionFalse, time.Hour) })
+		h.cr("w06", "workers", 10).Machines = []string{machineOf("cp1")}
+		expect(t, h.check(), invMachine)
+	})
+	t.Run("a forged claim labels a worker's CR control-plane", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w06", corev1.ConditionFalse, time.Hour) })
+		h.cr("w06", "workers", 10).ControlPlane = true
+		expect(t, h.check(), invMachine)
+	})
+	t.Run("a node that claims another node's Machine gets a CR without a Machine owner", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w06", corev1.ConditionFalse, time.Hour) })
+		h.cr("w06", "workers", 10)
+		expect(t, h.check())
+	})
 }

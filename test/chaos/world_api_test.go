@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/machines"
 )
 
 // world is the driver: the model, the API (an uncached client), the managers, the fault injector,
@@ -142,7 +143,7 @@ func (w *world) setLabels(ctx context.Context, n node) error {
 // would count healthy and not just back, a state the model does not have).
 func (w *world) createNode(ctx context.Context, n node) error {
 	now := metav1.NewTime(w.cur.Now)
-	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.labels()},
+	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.labels(), Annotations: n.annotations()},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: n.Ready, LastTransitionTime: now,
 			LastHeartbeatTime: now, Reason: "Chaos", Message: "set by the chaos driver"}}}}
 	if err := w.k8s.Create(ctx, obj); err != nil {
@@ -155,6 +156,36 @@ func (w *world) createNode(ctx context.Context, n node) error {
 	n.Exists, n.Created, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Now, w.cur.Step
 	w.cur.Nodes[n.Name] = n
 	return nil
+}
+
+// setClaim writes the node's Machine claim (the model node's annotations) to the API.
+func (w *world) setClaim(ctx context.Context, n node) error {
+	annotations := map[string]any{machines.ClusterAPIMachineAnnotation: nil, machines.ClusterAPINamespaceAnnotation: nil, machines.ClusterAPIClusterNameAnnotation: nil}
+	for k, v := range n.annotations() {
+		annotations[k] = v
+	}
+	if err := w.patchNode(ctx, n.Name, false, map[string]any{"metadata": map[string]any{"annotations": annotations}}); err != nil {
+		return err
+	}
+	w.cur.Nodes[n.Name] = n
+	return nil
+}
+
+// machineObject returns the node's Machine, as Cluster API's controllers leave it: of cluster
+// "chaos", its status.nodeRef naming the node, a control-plane Machine for a control-plane node.
+func machineObject(n node) *unstructured.Unstructured {
+	m := &unstructured.Unstructured{Object: map[string]any{
+		"spec":   map[string]any{"clusterName": machineCluster},
+		"status": map[string]any{"nodeRef": map[string]any{"kind": "Node", "name": n.Name}},
+	}}
+	m.SetAPIVersion("cluster.x-k8s.io/v1beta1")
+	m.SetKind("Machine")
+	m.SetNamespace(templateNamespace)
+	m.SetName(machineOf(n.Name))
+	if n.ControlPlane {
+		m.SetLabels(map[string]string{machines.ClusterAPIControlPlaneLabel: ""})
+	}
+	return m
 }
 
 func (w *world) deleteNode(ctx context.Context, name string) error {

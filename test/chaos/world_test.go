@@ -21,6 +21,10 @@ import (
 //
 // workers and pool-b overlap on w07..w09 (first wins), pool-b and control-plane on cp3 (one
 // control-plane node at a time across NodeHealthChecks).
+//
+// Every node has a Cluster API Machine m-<node> (cp1..cp3 control-plane Machines) and claims it
+// with its annotations, except w06, which claims m-cp1 (a kubelet that names a healthy
+// control-plane Machine); relink moves change a node's claim.
 
 // Templates: TestRemediationTemplates plain-1 and plain-2 (CR named after the node), esc-1 and
 // esc-2 (multiple-templates support: generated CR names, so one kind serves two escalation steps),
@@ -108,7 +112,7 @@ func conditions(falseFor, unknownFor time.Duration) []remediationv1alpha1.Unheal
 func initialState(now time.Time) *state {
 	s := &state{Now: now, Nodes: map[string]node{}, NHCs: map[string]*nhc{}}
 	healthy := func(name, pool string, cp bool) {
-		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour)}
+		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour), Machine: machineOf(name)}
 	}
 	for i := 1; i <= 10; i++ {
 		pool := "a"
@@ -123,6 +127,10 @@ func initialState(now time.Time) *state {
 	healthy("cp1", "", true)
 	healthy("cp2", "", true)
 	healthy("cp3", "b", true)
+	// w06's kubelet is compromised from the start: its node claims cp1's control-plane Machine.
+	w06 := s.Nodes["w06"]
+	w06.Machine = machineOf("cp1")
+	s.Nodes["w06"] = w06
 
 	minHealthy60, maxUnhealthy50, minHealthy1 := intstr.FromString("60%"), intstr.FromString("50%"), intstr.FromInt32(1)
 	add := func(name string, config int, spec remediationv1alpha1.NodeHealthCheckSpec) {
