@@ -95,7 +95,8 @@ test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plan
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
-# The chaos test (test/chaos) runs three short histories (seeds 5, 10, 13) as part of `make test`; `make chaos` runs a longer
+# The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18) and a scripted one (the repair budget) as part of
+# `make test`; `make chaos` runs a longer
 # one with a random seed, or replays one: make chaos CHAOS_SEED=42 CHAOS_STEPS=17.
 CHAOS_STEPS ?= 400
 CHAOS_SEED ?= random

@@ -178,17 +178,20 @@ type checker struct {
 	starts       []*crRecord
 	recorded     map[types.UID]bool
 	// stats say how much the run exercised the invariants.
-	stats struct {
-		newCRs, firstCRs  int
-		owed, longestOwed int
-		// escalations are next-step CRs and timed-out marks, heldRunning the node-checks at which a
-		// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
-		// budgetHeld the node-checks at which a node due was held back by its repair budget.
-		escalations, heldRunning, deletions, budgetHeld int
-		// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
-		// claimed another Machine or none (before or after the step).
-		machineOwned, claimedElsewhere int
-	}
+	stats checkerStats
+}
+
+// checkerStats say how much a run exercised the invariants.
+type checkerStats struct {
+	newCRs, firstCRs  int
+	owed, longestOwed int
+	// escalations are next-step CRs and timed-out marks, heldRunning the node-checks at which a
+	// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
+	// budgetHeld the node-checks at which a node due was held back by its repair budget.
+	escalations, heldRunning, deletions, budgetHeld int
+	// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
+	// claimed another Machine or none (before or after the step).
+	machineOwned, claimedElsewhere int
 }
 
 func newChecker(initial *state, rv uint64) *checker {
