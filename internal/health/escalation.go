@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/medik8s/node-healthcheck/internal/lease"
@@ -19,9 +20,12 @@ type StepKey struct {
 
 func (k StepKey) String() string { return k.TemplateKind + "/" + k.TemplateName }
 
-// Step is one escalation step.
+// Step is one escalation step. A decision that starts one (NodeDecision.Step, Escalation.Next)
+// carries it whole, template included, so the actor creates the CR from it without asking again.
 type Step struct {
 	StepKey
+	// Template is the step's template reference, as the spec has it.
+	Template corev1.ObjectReference
 	// Order sorts the steps: lower runs first.
 	Order int
 	// Timeout is how long the step may try; zero means forever (a single remediationTemplate).

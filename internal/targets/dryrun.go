@@ -68,8 +68,7 @@ func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.Dr
 		if d.Step == nil {
 			return nil
 		}
-		ref, _ := TemplateRef(&s.NHC.Spec, d.Step.StepKey)
-		return []remediationv1alpha1.DryRunRemediation{{Template: ref, Started: now}}
+		return []remediationv1alpha1.DryRunRemediation{{Template: d.Step.Template, Started: now}}
 	case health.ContinueRemediation:
 		if len(old) == 0 {
 			return nil
@@ -81,8 +80,7 @@ func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.Dr
 			out[i].TimedOut = &now
 		}
 		if e.Next != nil {
-			ref, _ := TemplateRef(&s.NHC.Spec, e.Next.StepKey)
-			out = append(out, remediationv1alpha1.DryRunRemediation{Template: ref, Started: now})
+			out = append(out, remediationv1alpha1.DryRunRemediation{Template: e.Next.Template, Started: now})
 		}
 		return out
 	case health.HealthyDelayed:

@@ -11,22 +11,15 @@ import (
 // never times out.
 func Steps(spec *remediationv1alpha1.NodeHealthCheckSpec) []health.Step {
 	if spec.RemediationTemplate != nil {
-		return []health.Step{{StepKey: health.StepKey{TemplateKind: spec.RemediationTemplate.Kind, TemplateName: spec.RemediationTemplate.Name}}}
+		return []health.Step{{StepKey: stepKey(*spec.RemediationTemplate), Template: *spec.RemediationTemplate}}
 	}
 	steps := make([]health.Step, 0, len(spec.EscalatingRemediations))
 	for _, e := range spec.EscalatingRemediations {
-		steps = append(steps, health.Step{StepKey: health.StepKey{TemplateKind: e.RemediationTemplate.Kind, TemplateName: e.RemediationTemplate.Name},
-			Order: e.Order, Timeout: e.Timeout.Duration})
+		steps = append(steps, health.Step{StepKey: stepKey(e.RemediationTemplate), Template: e.RemediationTemplate, Order: e.Order, Timeout: e.Timeout.Duration})
 	}
 	return steps
 }
 
-// TemplateRef returns the template reference of a step, and whether the spec has it.
-func TemplateRef(spec *remediationv1alpha1.NodeHealthCheckSpec, step health.StepKey) (corev1.ObjectReference, bool) {
-	for _, ref := range spec.TemplateRefs() {
-		if ref.Kind == step.TemplateKind && ref.Name == step.TemplateName {
-			return ref, true
-		}
-	}
-	return corev1.ObjectReference{}, false
+func stepKey(ref corev1.ObjectReference) health.StepKey {
+	return health.StepKey{TemplateKind: ref.Kind, TemplateName: ref.Name}
 }

@@ -458,7 +458,7 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, d hea
 		r.leaseBusy(nhc, node, held)
 		return held.retryAt, nil
 	}
-	return held.renewAt, r.create(ctx, snap, node, d.Step.StepKey)
+	return held.renewAt, r.create(ctx, snap, node, *d.Step)
 }
 
 // escalate carries out the decision's escalation of a running remediation: while it is due and
@@ -491,10 +491,9 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		// reconcile (the spec changed).
 		switch {
 		case e.Next != nil:
-			if ref, ok := targets.TemplateRef(&snap.NHC.Spec, e.Next.StepKey); ok {
-				r.reportDryRun(nhc, node, ref.Kind+"/"+ref.Name,
-					"Dry run: would escalate node %s to %s %s/%s; no CR is created and the running one is not marked timed out", node, ref.Kind, ref.Namespace, ref.Name)
-			}
+			ref := e.Next.Template
+			r.reportDryRun(nhc, node, ref.Kind+"/"+ref.Name,
+				"Dry run: would escalate node %s to %s %s/%s; no CR is created and the running one is not marked timed out", node, ref.Kind, ref.Namespace, ref.Name)
 		case e.Exhausted:
 			r.reportDryRun(nhc, node, "exhausted",
 				"Dry run: would mark node %s's last remediation timed out (no remediation template is left); it is not marked", node)
@@ -545,7 +544,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		}
 	}
 	if e.Next != nil {
-		return renewAt, r.create(ctx, snap, node, e.Next.StepKey)
+		return renewAt, r.create(ctx, snap, node, *e.Next)
 	}
 	return renewAt, nil
 }
@@ -654,12 +653,9 @@ func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) e
 }
 
 // create creates the node's remediation CR of the step from its template.
-func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.StepKey) error {
+func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.Step) error {
 	nhc := snap.Stored
-	ref, ok := targets.TemplateRef(&snap.NHC.Spec, step)
-	if !ok {
-		return nil // the spec changed under the decision; the next reconcile decides again
-	}
+	ref := step.Template
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
 	if err := r.templates().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
