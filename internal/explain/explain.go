@@ -72,7 +72,7 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 		Leases: c, LeaseNamespace: o.LeaseNamespace, Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()}}
 	var out []Check
 	for i := range list.Items {
-		snap, err := g.Gather(ctx, &list.Items[i], o.Now, targets.Options{Templates: c, AsReported: true})
+		snap, err := g.Gather(ctx, &list.Items[i], o.Now, targets.Options{Templates: c, Mode: targets.Explaining})
 		if err != nil {
 			return nil, fmt.Errorf("NodeHealthCheck %s: %w", list.Items[i].Name, err)
 		}

@@ -1,10 +1,6 @@
 package targets
 
 import (
-	"slices"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
 )
@@ -13,7 +9,7 @@ import (
 // remediations it would have created are recorded in status (unhealthyNodes[].dryRunRemediations)
 // and stand in for CRs in its later decisions: a node with one counts as remediating (the
 // healthy-node budget), and its escalation steps time out as the CRs' would. Only the nhc
-// controller, which writes status, advances them (NextSimulated); the remediation controller
+// controller, which writes status, advances them (nhc's nextSimulated); the remediation controller
 // leaves a dry-run NodeHealthCheck's nodes without real CRs alone.
 
 // KeepsOrphans reports whether the CRs of nodes the NodeHealthCheck does not select (Orphans) are
@@ -51,40 +47,4 @@ func simulatedStepCRs(sim []remediationv1alpha1.DryRunRemediation) []health.Step
 		}
 	}
 	return crs
-}
-
-// NextSimulated returns the node's simulated remediations after the decision, as the active
-// NodeHealthCheck's CRs would be after it acted: a start adds the first step, a running
-// remediation escalates (timing out the step and adding the next), a healthy delay keeps them, a
-// recovery ends them. Nil when dry-run is off or the node has real CRs (created before dry-run).
-func (s *Snapshot) NextSimulated(d health.NodeDecision) []remediationv1alpha1.DryRunRemediation {
-	if !s.DryRun() || len(s.CRs[d.Name]) > 0 {
-		return nil
-	}
-	old := s.Simulated(d.Name)
-	now := metav1.Time{Time: s.Now}
-	switch d.Action {
-	case health.StartRemediation:
-		if d.Step == nil {
-			return nil
-		}
-		return []remediationv1alpha1.DryRunRemediation{{Template: d.Step.Template, Started: now}}
-	case health.ContinueRemediation:
-		if len(old) == 0 {
-			return nil
-		}
-		// The decision's escalation over the simulated steps: held as an active one's would be.
-		e := d.Escalation
-		out := slices.Clone(old)
-		for _, i := range e.TimeOut {
-			out[i].TimedOut = &now
-		}
-		if e.Next != nil {
-			out = append(out, remediationv1alpha1.DryRunRemediation{Template: e.Next.Template, Started: now})
-		}
-		return out
-	case health.HealthyDelayed:
-		return old
-	}
-	return nil
 }

@@ -2,9 +2,7 @@ package targets
 
 import (
 	"cmp"
-	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,20 +47,4 @@ func Overlaps(self string, nodes []*corev1.Node, others []remediationv1alpha1.No
 	}
 	slices.SortFunc(out, func(a, b Overlap) int { return cmp.Compare(a.NHC, b.NHC) })
 	return out
-}
-
-// maxOverlapsNamed bounds the NodeHealthChecks an overlap message names.
-const maxOverlapsNamed = 10
-
-// OverlapMessage says which other NodeHealthChecks select some of the same nodes, and what follows.
-func OverlapMessage(overlaps []Overlap) string {
-	parts := make([]string, 0, min(len(overlaps), maxOverlapsNamed)+1)
-	for _, o := range overlaps[:min(len(overlaps), maxOverlapsNamed)] {
-		parts = append(parts, fmt.Sprintf("%s (%d node(s))", o.NHC, o.Nodes))
-	}
-	if len(overlaps) > maxOverlapsNamed {
-		parts = append(parts, fmt.Sprintf("and %d more", len(overlaps)-maxOverlapsNamed))
-	}
-	return "Selects nodes that other NodeHealthChecks select too: " + strings.Join(parts, ", ") +
-		"; a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile"
 }

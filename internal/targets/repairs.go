@@ -2,11 +2,9 @@ package targets
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
@@ -102,33 +100,9 @@ func (s *Snapshot) runningSince(node string) time.Time {
 	return since
 }
 
-// RepairHistory returns status.remediationHistory after this decision: the counted real starts of
-// every selected node that has any (nil without a repair budget). Starts are stored at the API's
-// precision (whole seconds), as read back.
-func (s *Snapshot) RepairHistory() []remediationv1alpha1.NodeRemediationHistory {
-	return history(s.Nodes, s.realRepairs)
-}
-
-// DryRunRepairHistory returns status.dryRunRemediationHistory after this decision: the counted
-// simulated starts of a dry-run NodeHealthCheck's nodes (nil when dry-run is off: the record ends
-// with it).
-func (s *Snapshot) DryRunRepairHistory() []remediationv1alpha1.NodeRemediationHistory {
-	return history(s.Nodes, s.simulatedRepairs)
-}
-
-func history(nodes []*corev1.Node, repairs map[string][]time.Time) []remediationv1alpha1.NodeRemediationHistory {
-	var out []remediationv1alpha1.NodeRemediationHistory
-	for _, n := range nodes {
-		starts := repairs[n.Name]
-		if len(starts) == 0 {
-			continue
-		}
-		h := remediationv1alpha1.NodeRemediationHistory{Name: n.Name}
-		for _, t := range starts {
-			h.Started = append(h.Started, metav1.Time{Time: t.Truncate(time.Second)})
-		}
-		out = append(out, h)
-	}
-	slices.SortFunc(out, func(a, b remediationv1alpha1.NodeRemediationHistory) int { return strings.Compare(a.Name, b.Name) })
-	return out
+// RepairStarts returns, by selected node, the remediation starts the decision counted for the repair
+// budget: real and (for a dry-run NodeHealthCheck) simulated ones, each oldest first, with the
+// simulated starts this decision makes (nil maps without a repair budget). Status records them.
+func (s *Snapshot) RepairStarts() (real, simulated map[string][]time.Time) {
+	return s.realRepairs, s.simulatedRepairs
 }

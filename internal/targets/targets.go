@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,19 +86,30 @@ type Gatherer struct {
 	probed map[schema.GroupVersionKind]probe
 }
 
+// Mode says who gathers: what a snapshot includes and what it takes from where follow from it.
+type Mode int
+
+const (
+	// Reporting is the nhc controller, which writes status: the snapshot includes the overlaps
+	// with other NodeHealthChecks, which only status reports.
+	Reporting Mode = iota
+	// Acting is the remediation controller: state that only the stored status holds (storm
+	// recovery) must have been reported once before a new remediation starts on it.
+	Acting
+	// Explaining is a Gatherer outside the operator (kubectl nhc explain): what only the operator's
+	// upgrade detectors know (upgrade signals, a conflicting OpenShift MachineHealthCheck) is taken
+	// from the operator's report in the stored status.
+	Explaining
+)
+
 // Options select what a snapshot includes.
 type Options struct {
 	// Templates, when set, reads every referenced template and reports a missing or invalid one as
 	// a Problem (the nhc controller). The remediation controller reads the template it creates a CR
 	// from anyway, and does not create one from a template it cannot read.
 	Templates TemplateGetter
-	// Acting is set by the remediation controller: state that only the stored status holds (storm
-	// recovery) must have been reported once before a new remediation starts on it.
-	Acting bool
-	// AsReported takes what only the operator's upgrade detectors know (upgrade signals, a
-	// conflicting OpenShift MachineHealthCheck) from the operator's report in the stored status, for
-	// a Gatherer that explains the operator's decisions from outside it (kubectl nhc explain).
-	AsReported bool
+	// Mode says who gathers.
+	Mode Mode
 }
 
 // Snapshot is everything one NodeHealthCheck's decision depends on, read at one moment, and the
@@ -143,101 +155,182 @@ type Snapshot struct {
 	Decision health.Decision
 }
 
-// Gather reads the NodeHealthCheck's world from the cache at now and decides.
+// Gather reads the NodeHealthCheck's world from the cache at now and decides, in four parts: read
+// (the I/O: everything the decision depends on), assemble (pure: what was read, as the snapshot and
+// the decision's input), the holds of the nodes that may act now (I/O for those nodes only: their
+// leases and the etcd guard), and decide (pure).
 func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, now time.Time, o Options) (*Snapshot, error) {
-	s := &Snapshot{Stored: stored, NHC: stored.DeepCopy(), Now: now, Verdict: upgrade.Verdict{Known: true}}
-	remediationv1alpha1.SetDefaults(s.NHC)
-	if g.Gate != nil {
-		s.Verdict = g.Gate.Verdict()
+	r, err := g.read(ctx, stored, now, o.Templates)
+	if err != nil {
+		return nil, err
 	}
-	if o.Templates != nil {
-		var err error
-		if s.Problem, err = CheckTemplates(ctx, o.Templates, &s.NHC.Spec, s.Verdict.OpenShift); err != nil {
+	s, in := assemble(r, o.Mode, g.ReturnGrace)
+	if err := g.addHolds(ctx, s, &in); err != nil {
+		return nil, err
+	}
+	s.decide(in)
+	return s, nil
+}
+
+// reading is what Gather read for one NodeHealthCheck at one moment, before any policy.
+type reading struct {
+	// stored is the NodeHealthCheck as read, nhc a copy with defaults applied (objects admitted
+	// without the webhook).
+	stored, nhc *remediationv1alpha1.NodeHealthCheck
+	now         time.Time
+	// verdict is the upgrade gate's state; upgrade the NodeHealthCheck's UpgradeInProgress outcome.
+	verdict upgrade.Verdict
+	upgrade upgrade.Outcome
+	// templateProblem is a missing or invalid template (when templates were read).
+	templateProblem *Problem
+	// selectorErr is why spec.selector does not parse (nothing is selected then).
+	selectorErr error
+	// nodes are the selected nodes, sorted by name, shared with the cache.
+	nodes []*corev1.Node
+	// nhcs are every NodeHealthCheck, shared with the cache: read only.
+	nhcs []remediationv1alpha1.NodeHealthCheck
+	// crs are the remediation CRs of every NodeHealthCheck, by owner; kinds what could not be read.
+	crs   owned
+	kinds kindsRead
+	// controlPlane are the selected nodes that are control-plane nodes (by role label, or by their
+	// verified Machine); controlPlaneElsewhere is a control-plane node in remediation that the
+	// decision does not see (controlPlaneElsewhere), "" when there is none.
+	controlPlane          map[string]bool
+	controlPlaneElsewhere string
+	// skew is the clock skew's verdict when it is measured (Gatherer.Skew), nil otherwise.
+	skew *clockskew.Verdict
+}
+
+// read does Gather's I/O: it reads, through the cache, everything the NodeHealthCheck's decision
+// depends on but the holds of the nodes that may act (addHolds), which depend on the decision's input.
+func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, now time.Time, templates TemplateGetter) (*reading, error) {
+	r := &reading{stored: stored, nhc: stored.DeepCopy(), now: now, verdict: upgrade.Verdict{Known: true}}
+	remediationv1alpha1.SetDefaults(r.nhc)
+	if g.Gate != nil {
+		r.verdict = g.Gate.Verdict()
+	}
+	var err error
+	if templates != nil {
+		if r.templateProblem, err = CheckTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
 			return nil, err
 		}
 	}
-	if conflict := s.Verdict.MachineHealthChecks.Conflict; conflict != "" {
-		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
-	}
-
-	var nodes []*corev1.Node
-	if _, err := metav1.LabelSelectorAsSelector(&s.NHC.Spec.Selector); err != nil {
-		// Admitted without the webhook (CEL cannot check label syntax): nothing is selected, and
-		// the CRs it has wait (KeepsOrphans) rather than being taken for those of unselected nodes.
-		s.badSelector = true
-		if s.Problem == nil {
-			s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledInvalidConfig, fmt.Sprintf("spec.selector is invalid: %v", err)}
+	if _, r.selectorErr = metav1.LabelSelectorAsSelector(&r.nhc.Spec.Selector); r.selectorErr == nil {
+		if r.nodes, err = g.selectedNodes(ctx, r.nhc); err != nil {
+			return nil, err
 		}
-	} else if nodes, err = g.selectedNodes(ctx, s.NHC); err != nil {
-		return nil, err
 	}
-	s.Nodes = nodes
 	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
 	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
 		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
-	if !o.Acting {
-		// Reported in status only; the remediation controller's decisions do not need them.
-		s.Overlaps = Overlaps(stored.Name, nodes, nhcs.Items)
-	}
-	for _, n := range nodes {
-		if mhc := s.Verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {
-			if s.CoveredBy == nil {
-				s.CoveredBy = map[string]int{}
-			}
-			s.CoveredBy[mhc]++
-		}
-	}
-	all, kinds, err := g.remediationCRs(ctx, s.NHC, nhcs.Items)
+	r.nhcs = nhcs.Items
+	all, kinds, err := g.remediationCRs(ctx, r.nhc, r.nhcs)
 	if err != nil {
 		return nil, err
 	}
-	if kinds.problem != nil && s.Problem == nil {
-		s.Problem = kinds.problem
+	r.crs, r.kinds = sortByOwner(all, stored.UID, r.nodes), kinds
+	if r.controlPlaneElsewhere, err = g.controlPlaneElsewhere(ctx, r.crs.elsewhere, r.crs.labelledControlPlane, r.crs.orphans); err != nil {
+		return nil, err
 	}
-	s.Unwatchable = kinds.problem != nil
+	r.controlPlane = map[string]bool{}
+	for _, n := range r.nodes {
+		if r.controlPlane[n.Name], err = g.controlPlane(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	r.upgrade = upgradeOutcome(g.Gate, stored, r.verdict, r.nodes, r.crs.ours, r.nhc.Spec.UnhealthyConditions, g.MaxPause, now)
+	if g.Skew != nil {
+		v := g.Skew.Verdict()
+		r.skew = &v
+	}
+	return r, nil
+}
 
-	// Ours by node; for the others, who remediates which node.
-	s.CRs = map[string][]unstructured.Unstructured{}
-	elsewhere := map[string]string{}
-	labelledControlPlane := map[string]bool{} // nodes with a CR labelled isControlPlaneNode
-	for _, cr := range all {
-		name, uid, _ := remediationcr.ControllerNHC(&cr)
+// owned is the remediation CRs sorted by owner: the NodeHealthCheck's own by node, and, for the
+// others, who remediates which node.
+type owned struct {
+	// ours are the NodeHealthCheck's CRs by node name (never nil).
+	ours map[string][]unstructured.Unstructured
+	// elsewhere names, per node with CRs of other NodeHealthChecks, the first of them (in list order).
+	elsewhere map[string]string
+	// labelledControlPlane are the nodes with a CR (anyone's) labelled isControlPlaneNode.
+	labelledControlPlane map[string]bool
+	// orphans are the nodes with CRs of ours that the NodeHealthCheck does not select, sorted.
+	orphans []string
+}
+
+// sortByOwner sorts the CRs by owner, for the NodeHealthCheck uid that selects nodes.
+func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1.Node) owned {
+	o := owned{ours: map[string][]unstructured.Unstructured{}, elsewhere: map[string]string{}, labelledControlPlane: map[string]bool{}}
+	for _, cr := range crs {
+		name, owner, _ := remediationcr.ControllerNHC(&cr)
 		node := remediationcr.NodeName(&cr)
 		if _, cp := remediationcr.Label(&cr, remediationv1alpha1.ControlPlaneCRLabel); cp {
-			labelledControlPlane[node] = true
+			o.labelledControlPlane[node] = true
 		}
-		if uid == stored.UID {
-			s.CRs[node] = append(s.CRs[node], cr)
-		} else if _, seen := elsewhere[node]; !seen {
-			elsewhere[node] = name
+		if owner == uid {
+			o.ours[node] = append(o.ours[node], cr)
+		} else if _, seen := o.elsewhere[node]; !seen {
+			o.elsewhere[node] = name
 		}
 	}
 	selected := map[string]bool{}
 	for _, n := range nodes {
 		selected[n.Name] = true
 	}
-	for node := range s.CRs {
+	for node := range o.ours {
 		if !selected[node] {
-			s.Orphans = append(s.Orphans, node)
+			o.orphans = append(o.orphans, node)
 		}
 	}
-	slices.Sort(s.Orphans)
-	controlPlaneElsewhere, err := g.controlPlaneElsewhere(ctx, elsewhere, labelledControlPlane, s.Orphans)
-	if err != nil {
-		return nil, err
+	slices.Sort(o.orphans)
+	return o
+}
+
+// assemble turns what was read into the snapshot and the decision's input, for the mode: the
+// NodeHealthCheck's problem, its overlaps, and the input's nodes, budget and blockers. It reads
+// nothing: every rule that turns the cluster's state into the decision's input is here, and
+// table-tested (assemble_test.go).
+func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
+	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
+		CRs: r.crs.ours, Orphans: r.crs.orphans, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
+	s.Problem = r.templateProblem
+	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
+		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
+	}
+	if r.selectorErr != nil && s.Problem == nil {
+		// Admitted without the webhook (CEL cannot check label syntax): nothing is selected, and
+		// the CRs it has wait (KeepsOrphans) rather than being taken for those of unselected nodes.
+		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledInvalidConfig, fmt.Sprintf("spec.selector is invalid: %v", r.selectorErr)}
+	}
+	if r.kinds.problem != nil && s.Problem == nil {
+		s.Problem = r.kinds.problem
+	}
+	if mode != Acting {
+		// Reported in status only; the remediation controller's decisions do not need them.
+		s.Overlaps = Overlaps(r.stored.Name, r.nodes, r.nhcs)
+	}
+	for _, n := range r.nodes {
+		if mhc := r.verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {
+			if s.CoveredBy == nil {
+				s.CoveredBy = map[string]int{}
+			}
+			s.CoveredBy[mhc]++
+		}
 	}
 
-	in := health.Input{Now: now, UnhealthyConditions: s.NHC.Spec.UnhealthyConditions, MinHealthy: s.NHC.Spec.MinHealthy,
-		MaxUnhealthy: s.NHC.Spec.MaxUnhealthy, ControlPlaneElsewhere: controlPlaneElsewhere, ReturnGrace: g.ReturnGrace, Steps: Steps(&s.NHC.Spec)}
-	if kinds.unlisted != "" {
-		in.ControlPlaneUnknown = fmt.Sprintf("the remediation CRs of kind %s cannot be listed, so a control-plane remediation of another NodeHealthCheck may be unseen", kinds.unlisted)
+	spec, stored := &s.NHC.Spec, r.stored
+	in := health.Input{Now: r.now, UnhealthyConditions: spec.UnhealthyConditions, MinHealthy: spec.MinHealthy,
+		MaxUnhealthy: spec.MaxUnhealthy, ControlPlaneElsewhere: r.controlPlaneElsewhere, ReturnGrace: returnGrace, Steps: Steps(spec)}
+	if r.kinds.unlisted != "" {
+		in.ControlPlaneUnknown = fmt.Sprintf("the remediation CRs of kind %s cannot be listed, so a control-plane remediation of another NodeHealthCheck may be unseen", r.kinds.unlisted)
 	}
-	if s.NHC.Spec.HealthyDelay != nil {
-		in.HealthyDelay = &s.NHC.Spec.HealthyDelay.Duration
+	if spec.HealthyDelay != nil {
+		in.HealthyDelay = &spec.HealthyDelay.Duration
 	}
-	if s.NHC.Spec.StormCooldownDuration != nil {
-		in.StormCooldown = &s.NHC.Spec.StormCooldownDuration.Duration
+	if spec.StormCooldownDuration != nil {
+		in.StormCooldown = &spec.StormCooldownDuration.Duration
 		in.Storm = StormState(stored.Status.Conditions)
 	}
 	healthySince := map[string]time.Time{}
@@ -246,9 +339,9 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			healthySince[e.Name] = e.ConditionsHealthyTimestamp.Time
 		}
 	}
-	in.RepairBudget = repairBudget(&s.NHC.Spec)
+	in.RepairBudget = repairBudget(spec)
 	s.realRepairs, s.simulatedRepairs = map[string][]time.Time{}, map[string][]time.Time{}
-	for _, n := range nodes {
+	for _, n := range r.nodes {
 		var repairs []time.Time
 		if in.RepairBudget != nil {
 			real, simulated := s.repairStarts(n)
@@ -257,22 +350,17 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 			slices.SortFunc(repairs, func(a, b time.Time) int { return a.Compare(b) })
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
-		controlPlane, err := g.controlPlane(ctx, n)
-		if err != nil {
-			return nil, err
-		}
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0, CRs: s.stepCRs(n.Name),
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
-			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: controlPlane,
-			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(s.Verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
-			Repairs: repairs, CoveredBy: s.Verdict.CoveredByMachineHealthCheck[n.Name]}
+			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: r.controlPlane[n.Name],
+			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(r.verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
+			Repairs: repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
-			hn.RemediatedElsewhere = elsewhere[n.Name]
+			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}
-	s.Upgrade = upgradeOutcome(g.Gate, stored, s.Verdict, nodes, s.CRs, s.NHC.Spec.UnhealthyConditions, g.MaxPause, now)
-	if o.AsReported {
+	if mode == Explaining {
 		if c := meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress); c != nil && c.Status != metav1.ConditionFalse {
 			s.Upgrade.Blocked = c.Message
 		}
@@ -284,26 +372,26 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	if s.Problem != nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipDisabled, Message: s.Problem.Message})
 	}
-	if len(s.NHC.Spec.PauseRequests) > 0 {
-		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", s.NHC.Spec.PauseRequests)})
+	if len(spec.PauseRequests) > 0 {
+		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipPaused, Message: fmt.Sprintf("paused by %q", spec.PauseRequests)})
 	}
 	if s.Upgrade.Blocked != "" {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipUpgrade, Message: s.Upgrade.Blocked})
 	}
-	if g.Skew != nil {
-		v := g.Skew.Verdict()
-		s.Skew = &v
-		if b := skewBlocker(v); b != nil {
+	if r.skew != nil {
+		if b := skewBlocker(*r.skew); b != nil {
 			in.Blockers = append(in.Blockers, *b)
 		}
 	}
-	if o.Acting && in.StormCooldown != nil && meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeStormActive) == nil {
+	if mode == Acting && in.StormCooldown != nil && meta.FindStatusCondition(stored.Status.Conditions, remediationv1alpha1.ConditionTypeStormActive) == nil {
 		in.Blockers = append(in.Blockers, health.Blocker{Reason: health.SkipStorm,
 			Message: "storm recovery is on and its state has not been reported in status yet"})
 	}
-	if err := g.addHolds(ctx, s, &in); err != nil {
-		return nil, err
-	}
+	return s, in
+}
+
+// decide makes the snapshot's decision from the input.
+func (s *Snapshot) decide(in health.Input) {
 	s.Input = in
 	s.Decision = health.Decide(in)
 	if s.DryRun() && in.RepairBudget != nil {
@@ -311,11 +399,10 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		// event brings the NodeHealthCheck back to record it later, as one does for a real start.
 		for _, d := range s.Decision.Nodes {
 			if d.Action == health.StartRemediation && len(s.CRs[d.Name]) == 0 {
-				s.simulatedRepairs[d.Name] = append(s.simulatedRepairs[d.Name], now)
+				s.simulatedRepairs[d.Name] = append(s.simulatedRepairs[d.Name], s.Now)
 			}
 		}
 	}
-	return s, nil
 }
 
 // SkewMeter tells the skew between this process's clock and the API server's (clockskew.Monitor).

@@ -35,7 +35,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	}
 
 	stepOrder := map[health.StepKey]int{}
-	for _, step := range targets.Steps(&snap.NHC.Spec) {
+	for _, step := range snap.Input.Steps {
 		stepOrder[step.StepKey] = step.Order
 	}
 	oldEntries := map[string]*remediationv1alpha1.UnhealthyNode{}
@@ -52,7 +52,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 			continue // soon unhealthy without CRs, or left to the termination-handler MachineHealthCheck
 		}
 		entry := remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder),
-			DryRunRemediations: snap.NextSimulated(n)}
+			DryRunRemediations: nextSimulated(snap, n)}
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
 			if len(entry.DryRunRemediations) > 0 {
@@ -91,8 +91,9 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	setStormConditions(&st.Conditions, nhc, d, now)
 	meta.SetStatusCondition(&st.Conditions, up.Condition)
 	setDryRunCondition(&st.Conditions, snap.NHC, st.UnhealthyNodes, now)
-	st.RemediationHistory = snap.RepairHistory()
-	st.DryRunRemediationHistory = snap.DryRunRepairHistory()
+	real, simulated := snap.RepairStarts()
+	st.RemediationHistory = repairHistory(snap.Nodes, real)
+	st.DryRunRemediationHistory = repairHistory(snap.Nodes, simulated)
 	if len(snap.CoveredBy) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap, Status: metav1.ConditionTrue,
 			Reason: remediationv1alpha1.ConditionReasonCoveredByMachineHealthCheck, Message: coveredMessage(snap.CoveredBy),
@@ -104,7 +105,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	setClockSkewCondition(&st.Conditions, nhc, snap.Skew, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
-			Reason: remediationv1alpha1.ConditionReasonOverlappingSelectors, Message: targets.OverlapMessage(snap.Overlaps),
+			Reason: remediationv1alpha1.ConditionReasonOverlappingSelectors, Message: overlapMessage(snap.Overlaps),
 			ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 	} else {
 		meta.RemoveStatusCondition(&st.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap)
@@ -350,4 +351,77 @@ func capitalize(note string) string {
 		return note
 	}
 	return strings.ToUpper(note[:1]) + note[1:]
+}
+
+// nextSimulated returns the node's simulated remediations after the decision, as the active
+// NodeHealthCheck's CRs would be after it acted: a start adds the first step, a running
+// remediation escalates (timing out the step and adding the next), a healthy delay keeps them, a
+// recovery ends them. Nil when dry-run is off or the node has real CRs (created before dry-run).
+func nextSimulated(snap *targets.Snapshot, d health.NodeDecision) []remediationv1alpha1.DryRunRemediation {
+	if !snap.DryRun() || len(snap.CRs[d.Name]) > 0 {
+		return nil
+	}
+	old := snap.Simulated(d.Name)
+	now := metav1.Time{Time: snap.Now}
+	switch d.Action {
+	case health.StartRemediation:
+		if d.Step == nil {
+			return nil
+		}
+		return []remediationv1alpha1.DryRunRemediation{{Template: d.Step.Template, Started: now}}
+	case health.ContinueRemediation:
+		if len(old) == 0 {
+			return nil
+		}
+		// The decision's escalation over the simulated steps: held as an active one's would be.
+		e := d.Escalation
+		out := slices.Clone(old)
+		for _, i := range e.TimeOut {
+			out[i].TimedOut = &now
+		}
+		if e.Next != nil {
+			out = append(out, remediationv1alpha1.DryRunRemediation{Template: e.Next.Template, Started: now})
+		}
+		return out
+	case health.HealthyDelayed:
+		return old
+	}
+	return nil
+}
+
+// repairHistory returns status.remediationHistory (or dryRunRemediationHistory) after the decision:
+// the counted starts of every selected node that has any (nil without a repair budget, and for the
+// simulated ones when dry-run is off: the record ends with it). Starts are stored at the API's
+// precision (whole seconds), as read back.
+func repairHistory(nodes []*corev1.Node, repairs map[string][]time.Time) []remediationv1alpha1.NodeRemediationHistory {
+	var out []remediationv1alpha1.NodeRemediationHistory
+	for _, n := range nodes {
+		starts := repairs[n.Name]
+		if len(starts) == 0 {
+			continue
+		}
+		h := remediationv1alpha1.NodeRemediationHistory{Name: n.Name}
+		for _, t := range starts {
+			h.Started = append(h.Started, metav1.Time{Time: t.Truncate(time.Second)})
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b remediationv1alpha1.NodeRemediationHistory) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// maxOverlapsNamed bounds the NodeHealthChecks an overlap message names.
+const maxOverlapsNamed = 10
+
+// overlapMessage says which other NodeHealthChecks select some of the same nodes, and what follows.
+func overlapMessage(overlaps []targets.Overlap) string {
+	parts := make([]string, 0, min(len(overlaps), maxOverlapsNamed)+1)
+	for _, o := range overlaps[:min(len(overlaps), maxOverlapsNamed)] {
+		parts = append(parts, fmt.Sprintf("%s (%d node(s))", o.NHC, o.Nodes))
+	}
+	if len(overlaps) > maxOverlapsNamed {
+		parts = append(parts, fmt.Sprintf("and %d more", len(overlaps)-maxOverlapsNamed))
+	}
+	return "Selects nodes that other NodeHealthChecks select too: " + strings.Join(parts, ", ") +
+		"; a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile"
 }

@@ -261,7 +261,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.init()
 	now := r.Clock.Now()
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Acting: true})
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -269,7 +269,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Before a first CR, the templates too: a missing or invalid one disables the
 		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
 		// a template that may not be watched costs a GET per read.)
-		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Acting: true, Templates: r.templates()}); err != nil {
+		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: r.templates()}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -420,7 +420,7 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
 	r.controlPlane.Lock()
 	defer r.controlPlane.Unlock()
-	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Acting: true, Templates: r.templates()})
+	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: r.templates()})
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -24,7 +24,7 @@ func decisions(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, pool
 	return func() []string {
 		stored := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), stored)).To(Succeed())
-		snap, err := (&targets.Gatherer{Reader: e.K8s, ReturnGrace: returnGrace}).Gather(ctx, stored, e.Clock.Now(), targets.Options{Acting: true})
+		snap, err := (&targets.Gatherer{Reader: e.K8s, ReturnGrace: returnGrace}).Gather(ctx, stored, e.Clock.Now(), targets.Options{Mode: targets.Acting})
 		Expect(err).NotTo(HaveOccurred())
 		out := make([]string, len(pool))
 		for i, node := range pool {
