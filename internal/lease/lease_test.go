@@ -92,3 +92,44 @@ func TestForeignHold(t *testing.T) {
 		}
 	}
 }
+
+func TestRenew(t *testing.T) {
+	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	const d = 6 * time.Minute // a third: 2m
+	lease := func(holder string, acquired, renewed time.Time, duration time.Duration) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(Seconds(duration)),
+			AcquireTime: &metav1.MicroTime{Time: acquired}, RenewTime: &metav1.MicroTime{Time: renewed}}}
+		if holder != "" {
+			l.Spec.HolderIdentity = ptr.To(holder)
+		}
+		return l
+	}
+	step := now.Add(-5 * time.Minute) // when the running step started
+	for _, tc := range []struct {
+		name  string
+		lease *coordinationv1.Lease
+		start time.Time
+		want  Renewal
+	}{
+		{"ours, renewed a minute ago: nothing to write, renew a third after the renewal", lease("me", step, now.Add(-time.Minute), d), step,
+			Renewal{AcquireTime: step, RenewAt: now.Add(time.Minute)}},
+		{"ours, its step started within the slack after the acquisition: the same step", lease("me", step, now.Add(-time.Minute), d), step.Add(StepStartSlack),
+			Renewal{AcquireTime: step, RenewAt: now.Add(time.Minute)}},
+		{"ours, a third has passed: renew, keep the acquisition", lease("me", step, now.Add(-2*time.Minute), d), step,
+			Renewal{Write: true, AcquireTime: step, RenewAt: now.Add(2 * time.Minute)}},
+		{"ours, another duration (the step changed its timeout): renew", lease("me", step, now.Add(-time.Minute), time.Minute), step,
+			Renewal{Write: true, AcquireTime: step, RenewAt: now.Add(2 * time.Minute)}},
+		{"ours, a later step started: acquired anew at its start", lease("me", step, now.Add(-time.Minute), d), now.Add(-time.Second),
+			Renewal{Write: true, AcquireTime: now.Add(-time.Second), RenewAt: now.Add(2 * time.Minute)}},
+		{"free: taken from the step's start", lease("", time.Time{}, now.Add(-time.Hour), d), step,
+			Renewal{Write: true, AcquireTime: step, RenewAt: now.Add(2 * time.Minute)}},
+		{"another's, expired: taken from the step's start", lease("maintenance", now.Add(-time.Hour), now.Add(-time.Hour), d), step,
+			Renewal{Write: true, AcquireTime: step, RenewAt: now.Add(2 * time.Minute)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Renew(tc.lease, "me", d, tc.start, now); got != tc.want {
+				t.Errorf("Renew = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -24,10 +24,6 @@ import (
 // DefaultLeaseNamespace is where node leases live unless configured otherwise.
 const DefaultLeaseNamespace = nodelease.DefaultNamespace
 
-// stepStartSlack is how much later than the lease's acquireTime a step may start and still be the
-// step the lease was acquired for (see takeLease); escalation steps last minutes.
-const stepStartSlack = 10 * time.Second
-
 func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string { return nodelease.Holder(nhc.Name) }
 
 // leaseResult says whether the node's lease is ours.
@@ -73,31 +69,15 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		return leaseResult{otherHolder: *lease.Spec.HolderIdentity, expires: expires, retryAt: retryAt}, nil
 	}
-	current := ptr.Deref(lease.Spec.HolderIdentity, "")
-	var renewed, acquired time.Time
-	if lease.Spec.RenewTime != nil {
-		renewed = lease.Spec.RenewTime.Time
-	}
-	if lease.Spec.AcquireTime != nil {
-		acquired = lease.Spec.AcquireTime.Time
-	}
 	// Ours (or free, or expired): renew when a third of the duration has passed, or the step changed.
-	res := leaseResult{held: true, renewAt: now.Add(duration / 3)}
-	// A step's start is its CR's creationTimestamp (the API server's clock, whole seconds), taken
-	// after the lease was acquired for it with this controller's clock: within stepStartSlack it is
-	// the same step. Counting it as a new one renewed most leases of the scale benchmark's outage a
-	// second time right after taking them (660 of 900).
-	stepChanged := current == holder && stepStart.Sub(acquired) > stepStartSlack
-	if current == holder && !stepChanged && now.Before(renewed.Add(duration/3)) && ptr.Deref(lease.Spec.LeaseDurationSeconds, 0) == seconds {
-		res.renewAt = renewed.Add(duration / 3)
+	renewal := nodelease.Renew(lease, holder, duration, stepStart, now)
+	res := leaseResult{held: true, renewAt: renewal.RenewAt}
+	if !renewal.Write {
 		return res, nil
-	}
-	if current != holder || stepChanged {
-		acquired = stepStart
 	}
 	lease = lease.DeepCopy()
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, &seconds
-	lease.Spec.AcquireTime, lease.Spec.RenewTime = &metav1.MicroTime{Time: acquired}, &metav1.MicroTime{Time: now}
+	lease.Spec.AcquireTime, lease.Spec.RenewTime = &metav1.MicroTime{Time: renewal.AcquireTime}, &metav1.MicroTime{Time: now}
 	if err := r.Update(ctx, lease); err != nil {
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
