@@ -28,7 +28,7 @@ type created struct {
 func (g *Gatherer) Created(cr *unstructured.Unstructured) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.created = append(g.created, created{cr: *cr.DeepCopy(), at: time.Now()})
+	g.created = append(g.created, created{cr: *cr.DeepCopy(), at: g.wall().Now()})
 }
 
 // Forget drops the record of a CR this process deleted.
@@ -49,7 +49,7 @@ func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, listed []unstructure
 		return slices.ContainsFunc(listed, func(u unstructured.Unstructured) bool { return u.GetUID() == uid })
 	}
 	g.created = slices.DeleteFunc(g.created, func(c created) bool {
-		return time.Since(c.at) > createdTTL || c.cr.GroupVersionKind() == gvk && listedUID(c.cr.GetUID())
+		return g.wall().Since(c.at) > createdTTL || c.cr.GroupVersionKind() == gvk && listedUID(c.cr.GetUID())
 	})
 	for _, c := range g.created {
 		if c.cr.GroupVersionKind() == gvk {

@@ -2,9 +2,11 @@ package targets
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func cr(kind, name string, uid types.UID) unstructured.Unstructured {
@@ -46,5 +48,22 @@ func TestForgetDropsTheRecord(t *testing.T) {
 	g.Forget("uid-1")
 	if got := g.withCreated(mine.GroupVersionKind(), nil); len(got) != 0 {
 		t.Fatalf("after Forget: %v, want none", got)
+	}
+}
+
+// A record the cache never confirms (the CR was deleted by someone else before the cache showed
+// it) counts for createdTTL of real time, then is dropped.
+func TestCreatedRecordExpires(t *testing.T) {
+	wall := clocktesting.NewFakePassiveClock(time.Now())
+	g := &Gatherer{Wall: wall}
+	mine := cr("TestRemediation", "cp-0", "uid-1")
+	g.Created(&mine)
+	wall.SetTime(wall.Now().Add(createdTTL))
+	if got := g.withCreated(mine.GroupVersionKind(), nil); len(got) != 1 {
+		t.Fatalf("at createdTTL: %v, want it still counted", got)
+	}
+	wall.SetTime(wall.Now().Add(time.Second))
+	if got := g.withCreated(mine.GroupVersionKind(), nil); len(got) != 0 {
+		t.Fatalf("past createdTTL: %v, want it dropped", got)
 	}
 }

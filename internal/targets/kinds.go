@@ -30,8 +30,9 @@ import (
 // sync: a healthy kind's first list takes milliseconds to a second or two at scale.
 const KindSyncWait = 10 * time.Second
 
-// These bounds are on real time (time.Now, not the decisions' clock): they measure how long an
+// These bounds are on real time (Gatherer.Wall, not the decisions' clock): they measure how long an
 // informer takes to sync and how recent an API error is, which a fake clock in tests does not move.
+// WatchErrors, the cache's watch error handler installed process-wide, reads time.Now itself.
 
 // KindFailureWindow is how long after a failed list or watch a remediation kind counts as failing:
 // a broken kind's reflector retries with a backoff of at most 30 seconds, so a failure that lasts
@@ -84,10 +85,10 @@ func (g *Gatherer) probeKind(ctx context.Context, gvk schema.GroupVersionKind) (
 	}
 	p, ok := g.probed[gvk]
 	g.mu.Unlock()
-	if !ok || time.Since(p.at) > KindFailureWindow {
+	if !ok || g.wall().Since(p.at) > KindFailureWindow {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		p = probe{at: time.Now()}
+		p = probe{at: g.wall().Now()}
 		if err := g.APIReader.List(ctx, list, client.Limit(1)); err != nil {
 			p.err = err.Error()
 		}
@@ -134,11 +135,11 @@ func (g *Gatherer) kindReadable(ctx context.Context, gvk schema.GroupVersionKind
 		}
 		by, seen := g.syncBy[gvk]
 		if !seen {
-			by = time.Now().Add(KindSyncWait)
+			by = g.wall().Now().Add(KindSyncWait)
 			g.syncBy[gvk] = by
 		}
 		g.mu.Unlock()
-		if wait := time.Until(by); wait > 0 {
+		if wait := by.Sub(g.wall().Now()); wait > 0 {
 			wctx, cancel := context.WithTimeout(ctx, wait)
 			synced = toolscache.WaitForCacheSync(wctx.Done(), informer.HasSynced)
 			cancel()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -72,6 +73,11 @@ type Gatherer struct {
 	// Machines tells which nodes are control-plane nodes by their verified Machine, besides their
 	// role labels; nil: by their labels alone.
 	Machines MachineSource
+	// Wall is the real clock, for the bounds on what the cache and its informers do, which happens
+	// in real seconds whatever the decisions' clock (Gather's now) says: how long a CR this process
+	// created counts before the cache shows it (Created), how long a decision waits for a kind's
+	// first sync and how often a kind that does not sync is probed. nil: clock.RealClock.
+	Wall clock.PassiveClock
 
 	mu sync.Mutex
 	// seen are the remediation kinds read since the process started: CRs of a kind no spec and no
@@ -101,6 +107,14 @@ const (
 	// from the operator's report in the stored status.
 	Explaining
 )
+
+// wall returns the real clock (Wall).
+func (g *Gatherer) wall() clock.PassiveClock {
+	if g.Wall == nil {
+		return clock.RealClock{}
+	}
+	return g.Wall
+}
 
 // Options select what a snapshot includes.
 type Options struct {

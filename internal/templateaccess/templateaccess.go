@@ -37,7 +37,8 @@ type Reader struct {
 	// Mapper maps kinds to resources.
 	Mapper meta.RESTMapper
 
-	// Now tells the time for DirectReuse; nil: time.Now.
+	// Now tells the time for DirectReuse and for how long a kind's watchability is trusted (real
+	// time: the API server's changes come in real seconds); nil: time.Now.
 	Now func() time.Time
 
 	mu       sync.Mutex
@@ -97,7 +98,7 @@ func (r *Reader) Check(ctx context.Context, gvk schema.GroupVersionKind) (served
 	r.mu.Lock()
 	d, known := r.watching[gk]
 	r.mu.Unlock()
-	if known && (d.watchable || time.Since(d.at) < recheckAfter) {
+	if known && (d.watchable || r.now().Sub(d.at) < recheckAfter) {
 		return true, d.watchable, nil
 	}
 	w := true
@@ -117,7 +118,7 @@ func (r *Reader) Check(ctx context.Context, gvk schema.GroupVersionKind) (served
 	if r.watching == nil {
 		r.watching = map[schema.GroupKind]decision{}
 	}
-	r.watching[gk] = decision{watchable: w, at: time.Now()}
+	r.watching[gk] = decision{watchable: w, at: r.now()}
 	r.mu.Unlock()
 	return true, w, nil
 }
@@ -147,10 +148,7 @@ func (r *Reader) getDirect(ctx context.Context, key client.ObjectKey, obj client
 	if !isMeta && !isUnstructured {
 		return r.Direct.Get(ctx, key, obj)
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
+	now := r.now()
 	k := directKey{gvk: obj.GetObjectKind().GroupVersionKind(), key: key, meta: isMeta}
 	r.mu.Lock()
 	read, ok := r.direct[k]
@@ -194,4 +192,12 @@ func (r *Reader) getDirect(ctx context.Context, key client.ObjectKey, obj client
 		*o = *read.obj.(*metav1.PartialObjectMetadata).DeepCopy()
 	}
 	return nil
+}
+
+// now returns the time by Now.
+func (r *Reader) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
