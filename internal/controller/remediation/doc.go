@@ -7,6 +7,16 @@
 // and removes orphaned CRs of nodes that were deleted or are no longer selected (except while a
 // remediator says it deletes the node for good).
 //
-// Events (the public operator's reasons): RemediationCreated, RemediationRemoved, RemediationSkipped
-// (another NodeHealthCheck already remediates the node).
+// Events, on the NodeHealthCheck (reasons declared in api/v1alpha1/events.go):
+//   - RemediationCreated, RemediationRemoved: a CR created, deleted (the public operator's reasons);
+//   - RemediationSkipped: a start or an escalation held back (another party's node lease, the etcd
+//     guard, the gate of new remediations), or a status entry the controller cannot re-derive;
+//   - NoTemplateLeft: the last escalation step timed out or failed and the node is still unhealthy;
+//   - OldRemediationCR: a CR running for longer than 48 hours;
+//   - RemediationRefused: the API server refused a CR's create for good (403, 422) several times;
+//   - MachineLinkRejected: the Machine a node's annotations claim does not confirm it, so it owns no CR;
+//   - WouldRemediate: what a dry-run NodeHealthCheck would escalate, for CRs that ran before dry-run.
+//
+// Metrics (metrics.go; docs/metrics.md lists all): nodehealthcheck_old_remediation_cr and
+// nodehealthcheck_remediation_errors_total.
 package remediation

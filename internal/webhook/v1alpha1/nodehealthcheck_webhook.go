@@ -54,8 +54,10 @@ const ControlPlaneTopologyDualReplica = "DualReplica"
 // +kubebuilder:rbac:groups=config.openshift.io,resources=infrastructures,verbs=get;list;watch
 
 // SetupWithManager registers the defaulting and validating webhooks on the manager's webhook server.
-// Template lookups use the manager's RESTMapper and cache; the control-plane topology is read straight
-// from the API server (mgr.GetAPIReader), so it is never stale and no informer is started for it.
+// Template lookups use the manager's RESTMapper and cache (templateaccess.Reader); the control-plane
+// topology is read from the manager's cache (InfrastructureTopologyReader), whose informer for
+// OpenShift's Infrastructure starts on the first admission request and sees a change as the watch
+// delivers it (NewValidator).
 func SetupWithManager(mgr ctrl.Manager) error {
 	v := NewValidator(mgr)
 	if err := ctrl.NewWebhookManagedBy(mgr, &remediationv1alpha1.NodeHealthCheck{}).
