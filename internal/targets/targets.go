@@ -44,8 +44,8 @@ type Gatherer struct {
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
 	ReturnGrace time.Duration
-	// Nodes, when set, finds the selected nodes without listing every node (Affected); nil: they are
-	// listed from Reader.
+	// Nodes, when set, finds the selected nodes without listing every node (watch.Affected); nil:
+	// they are listed from Reader.
 	Nodes NodeSource
 	// Access tells which remediation kinds may be watched; nil: every kind.
 	Access AccessChecker

@@ -35,6 +35,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -148,7 +149,7 @@ type Reconciler struct {
 	// informers are the shared cache's, to read a remediation kind only once it has synced.
 	informers cache.Informers
 	// affected maps node and CR events to the NodeHealthChecks they concern.
-	affected *targets.Affected
+	affected *watch.Affected
 	once     sync.Once
 	targets  *targets.Gatherer
 	// startSlots holds a token per start in flight (maxStarts).
@@ -170,7 +171,7 @@ type Reconciler struct {
 // gate and, added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
-	if r.affected, err = targets.AffectedFor(mgr); err != nil {
+	if r.affected, err = watch.AffectedFor(mgr); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr)

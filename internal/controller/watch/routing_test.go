@@ -1,4 +1,4 @@
-package targets
+package watch
 
 import (
 	"context"
@@ -21,6 +21,10 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
+
+func selecting(name string, sel metav1.LabelSelector) remediationv1alpha1.NodeHealthCheck {
+	return remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: remediationv1alpha1.NodeHealthCheckSpec{Selector: sel}}
+}
 
 func names(reqs []reconcile.Request) []string {
 	var out []string
@@ -212,51 +216,4 @@ func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node
 		t.Fatal("nothing selected")
 	}
 	return nodes
-}
-
-// A control-plane node another NodeHealthCheck remediates (its CR not labelled as a control-plane
-// node's, as a CR created before the label was) is found through the node store as through lists.
-func TestControlPlaneElsewhere(t *testing.T) {
-	ctx := context.Background()
-	scheme := testScheme(t)
-	nodes := []*corev1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Labels: map[string]string{remediationcr.ControlPlaneRoleLabel: ""}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{remediationcr.MasterRoleLabel: ""}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}},
-	}
-	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
-	b := fake.NewClientBuilder().WithScheme(scheme)
-	for _, n := range nodes {
-		_ = store.Add(n)
-		b = b.WithObjects(n.DeepCopy())
-	}
-	withStore := NewAffected(nil)
-	withStore.nodes = store
-	reader := b.Build()
-	for _, g := range []*Gatherer{{Reader: reader}, {Reader: reader, Nodes: withStore}} {
-		for _, tt := range []struct {
-			elsewhere, labelled []string
-			orphans             []string
-			want                string
-		}{
-			{elsewhere: []string{"worker-1"}, want: ""},
-			{elsewhere: []string{"worker-1", "master-1"}, want: "master-1"},
-			{elsewhere: []string{"worker-1", "cp-1", "master-1"}, want: "cp-1"},
-			{elsewhere: []string{"gone", "worker-1"}, want: ""},
-			{elsewhere: []string{"worker-1"}, labelled: []string{"worker-1"}, want: "worker-1"},
-			{orphans: []string{"gone"}, labelled: []string{"gone"}, want: "gone"},
-		} {
-			elsewhere, labelled := map[string]string{}, map[string]bool{}
-			for _, n := range tt.elsewhere {
-				elsewhere[n] = "other"
-			}
-			for _, n := range tt.labelled {
-				labelled[n] = true
-			}
-			got, err := g.controlPlaneElsewhere(ctx, elsewhere, labelled, tt.orphans)
-			if err != nil || got != tt.want {
-				t.Errorf("store %v, elsewhere %v, labelled %v: %q, %v; want %q", g.Nodes != nil, tt.elsewhere, tt.labelled, got, err, tt.want)
-			}
-		}
-	}
 }

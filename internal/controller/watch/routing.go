@@ -1,4 +1,4 @@
-package targets
+package watch
 
 import (
 	"context"
@@ -24,9 +24,10 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
-// What a NodeHealthCheck's decision reads of nodes and CRs it does not select (Gather): the
+// What a NodeHealthCheck's decision reads of nodes and CRs it does not select (targets.Gather): the
 // remediation CRs of other NodeHealthChecks for the nodes it selects (first wins), and control-plane
 // nodes remediated anywhere (one at a time). So an event about a node or a CR reconciles the
 // NodeHealthChecks that select the node, and every NodeHealthCheck when the node is, or was, a
@@ -34,13 +35,14 @@ import (
 // every event reconciled all 50 before.
 
 // Affected maps node and CR events to the NodeHealthChecks whose decisions they enter, and knows
-// which nodes each NodeHealthCheck selects (a NodeSource). It keeps each NodeHealthCheck's parsed
-// selector, updated by the NodeHealthCheck informer (Track), so that mapping an event lists and
-// copies nothing: at 5,000 nodes, listing the 50 NodeHealthChecks for each node event was a sixth
-// of the heap during a mass failure. And it keeps, per NodeHealthCheck, the names of the nodes its
-// selector selects, updated by the node events it maps (NodeEvents) before it enqueues anything,
-// so that a decision reads its pool's nodes from the cache by name instead of matching every node
-// (a third of the manager's CPU at 5,000 nodes). Create it with NewAffected or AffectedFor.
+// which nodes each NodeHealthCheck selects (a targets.NodeSource, the gatherers' Nodes). It keeps
+// each NodeHealthCheck's parsed selector, updated by the NodeHealthCheck informer (Track), so that
+// mapping an event lists and copies nothing: at 5,000 nodes, listing the 50 NodeHealthChecks for
+// each node event was a sixth of the heap during a mass failure. And it keeps, per NodeHealthCheck,
+// the names of the nodes its selector selects, updated by the node events it maps (NodeEvents)
+// before it enqueues anything, so that a decision reads its pool's nodes from the cache by name
+// instead of matching every node (a third of the manager's CPU at 5,000 nodes). Create it with
+// NewAffected or AffectedFor.
 type Affected struct {
 	reader client.Reader
 	// nodes is the node informer's store; nil: no membership, Selected says it cannot tell.
@@ -62,22 +64,14 @@ type membership struct {
 	nodes      map[string]struct{}
 }
 
-// NodeSource finds the nodes a NodeHealthCheck selects, and nodes by name.
-type NodeSource interface {
-	// Node returns the named node as the cache holds it (read only), whether it exists, and false
-	// when it cannot tell.
-	Node(name string) (node *corev1.Node, exists, known bool)
-	// Selected returns the nodes that sel, the selector of the NodeHealthCheck as read, selects,
-	// sorted by name and shared with the cache (read only); false when it cannot tell (the caller
-	// lists them).
-	Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool)
-}
-
 type parsedSelector struct {
 	uid        types.UID
 	generation int64
 	selector   labels.Selector
 }
+
+// Affected is the NodeSource both controllers' gatherers read their nodes through.
+var _ targets.NodeSource = (*Affected)(nil)
 
 // NewAffected returns an Affected that reads nodes from c (the cache). It knows no NodeHealthCheck
 // until Track feeds it.
@@ -217,7 +211,7 @@ func (a *Affected) nodeChanged(name string, nodeLabels map[string]string) {
 	}
 }
 
-// Node implements NodeSource from the node informer's store.
+// Node implements targets.NodeSource from the node informer's store.
 func (a *Affected) Node(name string) (*corev1.Node, bool, bool) {
 	if a.nodes == nil {
 		return nil, false, false
@@ -230,7 +224,7 @@ func (a *Affected) Node(name string) (*corev1.Node, bool, bool) {
 	return n, exists && ok, true
 }
 
-// Selected implements NodeSource from the node informer's store. A NodeHealthCheck's membership is
+// Selected implements targets.NodeSource from the node informer's store. A NodeHealthCheck's membership is
 // built from the store the first time it is asked for (and again for a new generation), under the
 // lock node events take: an event delivered before was applied to the store the build reads, one
 // delivered after is applied to the membership. Each node is checked against sel as read, so a

@@ -1,0 +1,20 @@
+package targets
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// NodeSource finds the nodes a NodeHealthCheck selects, and nodes by name, without listing every
+// node (Gatherer.Nodes). The controllers' is watch.Affected (internal/controller/watch), which keeps
+// each selector's nodes up to date from the node events it routes.
+type NodeSource interface {
+	// Node returns the named node as the cache holds it (read only), whether it exists, and false
+	// when it cannot tell.
+	Node(name string) (node *corev1.Node, exists, known bool)
+	// Selected returns the nodes that sel, the selector of the NodeHealthCheck as read, selects,
+	// sorted by name and shared with the cache (read only); false when it cannot tell (the caller
+	// lists them).
+	Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool)
+}
