@@ -15,6 +15,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -62,8 +63,8 @@ func NewTemplateReader(mgr ctrl.Manager) *templateaccess.Reader {
 	return &templateaccess.Reader{Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
 }
 
-// ConfigureManager sets the manager options the controllers rely on (see nhc.ConfigureManager).
-func ConfigureManager(o *ctrl.Options) { nhc.ConfigureManager(o) }
+// ConfigureManager sets the manager options the controllers rely on (see watch.ConfigureManager).
+func ConfigureManager(o *ctrl.Options) { watch.ConfigureManager(o) }
 
 // SetupWithManager registers the upgradeguard, nhc and remediation controllers with the manager,
 // sharing one upgrade gate, and the reporter of NodeHealthChecks the cache leaves out because they

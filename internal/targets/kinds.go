@@ -40,7 +40,7 @@ const KindSyncWait = 10 * time.Second
 const KindFailureWindow = time.Minute
 
 // WatchErrors records the last list or watch error of each informer of the caches it is installed
-// in (cache.Options.DefaultWatchErrorHandler, see nhc.ConfigureManager), by the kind it informs
+// in (cache.Options.DefaultWatchErrorHandler, see watch.ConfigureManager), by the kind it informs
 // on. It is process-wide: the errors are facts about the API server, whichever cache saw them.
 var WatchErrors = &watchErrors{last: map[string]watchError{}}
 

@@ -138,7 +138,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Another NodeHealthCheck created, deleted or with a new spec may begin or end to select the
 		// same nodes as this one (the SelectorOverlap condition).
 		Watches(&remediationv1alpha1.NodeHealthCheck{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(NodeChangePredicate())).
+		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		// Updates too: a new CRD is served only once it is established, an update of its status
 		// that the metadata does not show, and a moment after that (crdSettle). CRDs change rarely;
 		// each change is two passes over all NodeHealthChecks.

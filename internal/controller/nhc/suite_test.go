@@ -16,6 +16,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -35,7 +36,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	SetDefaultEventuallyTimeout(15 * time.Second)
 	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	e = testutil.StartControllers(nhc.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+	e = testutil.StartControllers(watch.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
 		reconciler = &nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}
 		return reconciler.SetupWithManager(mgr)
 	})

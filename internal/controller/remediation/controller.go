@@ -34,7 +34,6 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
@@ -188,7 +187,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
-		Watches(&corev1.Node{}, r.affected.NodeEvents(), builder.WithPredicates(nhc.NodeChangePredicate())).
+		Watches(&corev1.Node{}, r.affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout, MaxConcurrentReconciles: concurrentReconciles}).
 		Build(r)
 	if err != nil {

@@ -1,4 +1,4 @@
-package nhc
+package watch
 
 import (
 	"testing"
@@ -6,8 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
@@ -78,32 +76,5 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 	}
 	if trimmed.ManagedFields != nil || trimmed.Spec.Taints != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
 		t.Errorf("kept what decisions do not read: %+v", trimmed)
-	}
-}
-
-func TestConfigureManagerStripsManagedFields(t *testing.T) {
-	o := ctrl.Options{}
-	ConfigureManager(&o)
-	if o.Cache.DefaultTransform == nil {
-		t.Fatal("no default transform for the cache")
-	}
-	cr := &unstructured.Unstructured{}
-	cr.SetName("worker-1")
-	cr.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "node-healthcheck", Operation: metav1.ManagedFieldsOperationUpdate}})
-	out, err := o.Cache.DefaultTransform(cr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if mf := out.(*unstructured.Unstructured).GetManagedFields(); len(mf) != 0 || out.(*unstructured.Unstructured).GetName() != "worker-1" {
-		t.Fatalf("cached CR keeps managedFields %v (or lost its name)", mf)
-	}
-
-	// A default transform the caller set stays: this one keeps managedFields.
-	o = ctrl.Options{}
-	o.Cache.DefaultTransform = func(obj any) (any, error) { return obj, nil }
-	ConfigureManager(&o)
-	cr.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "node-healthcheck"}})
-	if out, _ := o.Cache.DefaultTransform(cr); len(out.(*unstructured.Unstructured).GetManagedFields()) != 1 {
-		t.Fatal("ConfigureManager replaced a default transform the caller set")
 	}
 }

@@ -1,4 +1,4 @@
-package nhc
+package watch
 
 import (
 	"maps"

@@ -1,4 +1,4 @@
-package nhc
+package watch
 
 import (
 	corev1 "k8s.io/api/core/v1"
