@@ -30,7 +30,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
-	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -89,7 +88,7 @@ type Reconciler struct {
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
 	StartWait time.Duration
 
-	watcher *dynamicwatch.Watcher
+	watcher *watch.Dynamic
 	targets *targets.Gatherer
 	metrics metricsState
 	// invalidLabels remembers nodes already warned about an empty exclusion label or an invalid
@@ -151,7 +150,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	r.watcher = watch.NewDynamic(c, mgr.GetCache())
 	if r.Machines == nil {
 		r.Machines = targets.NewMachines(r.Client)
 	}

@@ -33,7 +33,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
-	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
@@ -144,7 +143,7 @@ type Reconciler struct {
 	// Client (targets.NewMachines).
 	Machines *targets.Machines
 
-	watcher *dynamicwatch.Watcher
+	watcher *watch.Dynamic
 	// informers are the shared cache's, to read a remediation kind only once it has synced.
 	informers cache.Informers
 	// affected maps node and CR events to the NodeHealthChecks they concern.
@@ -203,7 +202,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return fmt.Errorf("watching node leases: %w", err)
 		}
 	}
-	r.watcher = dynamicwatch.New(c, mgr.GetCache())
+	r.watcher = watch.NewDynamic(c, mgr.GetCache())
 	r.informers = mgr.GetCache()
 	r.init()
 	return nil

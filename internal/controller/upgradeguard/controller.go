@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/dynamicwatch"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -83,7 +83,7 @@ type Guard struct {
 	PauseObject types.NamespacedName
 
 	pauseCache cache.Cache
-	watcher    *dynamicwatch.Watcher
+	watcher    *watch.Dynamic
 	mu         sync.Mutex
 	served     map[string][]schema.GroupVersionKind // enabled detectors and the kinds they read
 }
@@ -126,7 +126,7 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	g.watcher = dynamicwatch.New(c, mgr.GetCache())
+	g.watcher = watch.NewDynamic(c, mgr.GetCache())
 	return nil
 }
 

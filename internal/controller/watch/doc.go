@@ -22,4 +22,10 @@
 // (templates and remediation CRs) cached, Nodes and Machines trimmed, no managedFields, watch
 // errors recorded for the gatherer (targets.WatchErrors), and NodeHealthChecks that do not decode
 // left out (decodeguard).
+//
+// Kinds known only at run time (Dynamic). Template and remediation CR kinds, and the upgrade
+// detectors' kinds, are watched once per kind per controller from the first reconcile that reads
+// them, through the shared cache; a kind the API server does not serve yet is tried again later.
+//
+// What only one controller routes (the nhc controller's CRD and template events) stays with it.
 package watch

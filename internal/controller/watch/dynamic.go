@@ -1,6 +1,4 @@
-// Package dynamicwatch adds watches for kinds that are only known at run time (remediation templates
-// and CRs) to a running controller, once per kind, through the manager's shared cache.
-package dynamicwatch
+package watch
 
 import (
 	"fmt"
@@ -16,23 +14,25 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// Watcher adds watches to one controller.
-type Watcher struct {
+// Dynamic adds watches for kinds that are only known at run time (remediation templates and CRs,
+// the upgrade detectors' kinds) to one running controller, once per kind, through the manager's
+// shared cache.
+type Dynamic struct {
 	controller controller.Controller
 	cache      cache.Cache
 	mu         sync.Mutex
 	watched    map[schema.GroupVersionKind]bool
 }
 
-// New returns a Watcher for the controller, reading through the cache.
-func New(c controller.Controller, cache cache.Cache) *Watcher {
-	return &Watcher{controller: c, cache: cache, watched: map[schema.GroupVersionKind]bool{}}
+// NewDynamic returns a Dynamic for the controller, reading through the cache.
+func NewDynamic(c controller.Controller, cache cache.Cache) *Dynamic {
+	return &Dynamic{controller: c, cache: cache, watched: map[schema.GroupVersionKind]bool{}}
 }
 
 // Ensure watches gvk with the handler, unless it already does. A kind the API server does not
 // serve yet is not an error: Ensure returns false and the caller tries again on a later reconcile
 // (the controllers watch CRDs, so one comes when the kind appears).
-func (w *Watcher) Ensure(gvk schema.GroupVersionKind, h handler.EventHandler) (bool, error) {
+func (w *Dynamic) Ensure(gvk schema.GroupVersionKind, h handler.EventHandler) (bool, error) {
 	if w == nil {
 		return false, nil
 	}
