@@ -32,7 +32,6 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -387,7 +386,7 @@ func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object
 
 // nhcRequests enqueues the NodeHealthChecks that match.
 func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1alpha1.NodeHealthCheck) bool) []reconcile.Request {
-	return remediationcr.NHCRequests(ctx, r, match)
+	return watch.NHCRequests(ctx, r, match)
 }
 
 // warnInvalidResets warns, once per node, value and NodeHealthCheck, about a repair-budget-reset

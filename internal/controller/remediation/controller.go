@@ -883,7 +883,7 @@ func (r *Reconciler) nodeRelatedEvent(nhc *remediationv1alpha1.NodeHealthCheck, 
 }
 
 func (r *Reconciler) allNHCs(ctx context.Context, _ client.Object) []reconcile.Request {
-	return remediationcr.NHCRequests(ctx, r, nil)
+	return watch.NHCRequests(ctx, r, nil)
 }
 
 // getLease reads the node's lease; nil when there is none. fresh reads around the cache, otherwise

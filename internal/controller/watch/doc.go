@@ -12,7 +12,9 @@
 // remediated as soon as it is released. Affected keeps each NodeHealthCheck's parsed selector and
 // the names of the nodes it selects, updated by the events it routes before it enqueues anything,
 // and serves them to the gatherers as their targets.NodeSource: a decision reads its pool's nodes
-// from the node store by name instead of matching every node.
+// from the node store by name instead of matching every node. NHCRequests maps what concerns every
+// NodeHealthCheck, or those a test matches (a change of the upgrade gate, the clock skew verdict or
+// a refused create; a template), to requests from the cached NodeHealthChecks, copying none.
 //
 // Nodes (NodeChangePredicate, TrimNode). A node event passes only when it changes what decisions
 // read (labels, annotations, a condition's status or transition, cordoning, the kubelet version):

@@ -1,4 +1,4 @@
-package remediationcr
+package watch
 
 import (
 	"context"
