@@ -6,5 +6,7 @@
 //
 // Both controllers decide through it: the nhc controller to report the decision in status, and the
 // remediation controller to re-derive each action right before it creates, escalates or deletes a
-// remediation CR. Status is a report, not a command: writing it never causes a CR.
+// remediation CR. Status is a report, not a command: writing it never causes a CR. Which events
+// reconcile a NodeHealthCheck is internal/controller/watch's; the gatherer reads the selected
+// nodes through a NodeSource (watch.Affected in the controllers).
 package targets
