@@ -1,13 +1,20 @@
 // Package notify fans changes of a piece of shared in-memory state (the upgrade gate, the clock skew
 // verdict, refused creates) out to the controllers that read it, as controller-runtime channel
 // sources: each subscriber gets an event after a change, and events coalesce, so a subscriber that
-// falls behind gets one event for several changes and reads the state anew.
+// falls behind gets one event for several changes and reads the state anew. State kept in a pure
+// package (the upgrade gate, internal/upgrade) notifies through plain channels instead, which
+// Source adapts.
 package notify
 
 import (
+	"context"
 	"sync"
 
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
@@ -39,4 +46,25 @@ func (s *Subscribers) Notify() {
 		default: // one is pending already
 		}
 	}
+}
+
+// Source adapts a plain subscription (a channel that receives a value after each change and
+// coalesces, as upgrade.Gate.Changes returns) to a controller source: from the controller's start
+// until it stops, each value hands h a generic event carrying an empty NodeHealthCheck, as Notify
+// does. Subscribe before the manager starts, as for Subscribe: a change in between is pending on
+// the channel and arrives once the source starts.
+func Source(ch <-chan struct{}, h handler.EventHandler) source.Source {
+	return source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ch:
+					h.Generic(ctx, event.GenericEvent{Object: &remediationv1alpha1.NodeHealthCheck{}}, q)
+				}
+			}
+		}()
+		return nil
+	})
 }

@@ -8,9 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-
-	"github.com/medik8s/node-healthcheck/internal/notify"
 )
 
 // Detector names: metric labels, and how messages name a signal's source.
@@ -165,7 +162,9 @@ type Gate struct {
 	nodeClosed map[string]map[string]bool
 	// nodeSignals holds, per NodeHealthCheck, the node-level signals of its last evaluation, stamped.
 	nodeSignals map[string][]Signal
-	subs        notify.Subscribers
+
+	subsMu sync.Mutex
+	subs   []chan struct{}
 }
 
 // NewGate returns an unknown gate. nodeRollout turns on the kubelet rolling-upgrade node detector.
@@ -362,17 +361,37 @@ func (g *Gate) Verdict() Verdict {
 	return v
 }
 
-// Changes returns a channel that receives an event after every change of the verdict. Events
-// coalesce: a receiver that falls behind gets one event for several changes, and reads the
-// verdict anew. Each call returns a new subscription.
-func (g *Gate) Changes() <-chan event.GenericEvent { return g.subs.Subscribe() }
+// Changes returns a channel that receives a value after every change of the verdict. Values
+// coalesce: a receiver that falls behind gets one value for several changes, and reads the verdict
+// anew. Each call returns a new subscription. The channel is plain, so that this package needs no
+// controller-runtime: controllers watch it through notify.Source.
+func (g *Gate) Changes() <-chan struct{} {
+	g.subsMu.Lock()
+	defer g.subsMu.Unlock()
+	ch := make(chan struct{}, 1)
+	g.subs = append(g.subs, ch)
+	return ch
+}
 
 func (g *Gate) update(f func() bool) {
 	g.mu.Lock()
 	changed := f()
 	g.mu.Unlock()
 	if changed {
-		g.subs.Notify()
+		g.notify()
+	}
+}
+
+// notify sends every subscription a value, unless one is pending already; it never blocks.
+func (g *Gate) notify() {
+	g.subsMu.Lock()
+	subs := g.subs
+	g.subsMu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- struct{}{}:
+		default: // one is pending already
+		}
 	}
 }
 

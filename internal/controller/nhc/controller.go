@@ -32,6 +32,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/notify"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -116,7 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
-		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+		b = b.WatchesRawSource(notify.Source(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
 	if r.Skew != nil {
 		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))

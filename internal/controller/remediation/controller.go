@@ -36,6 +36,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/notify"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -174,7 +175,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
 	if r.Gate != nil {
-		b = b.WatchesRawSource(source.Channel(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+		b = b.WatchesRawSource(notify.Source(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	}
 	if r.Skew != nil {
 		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
