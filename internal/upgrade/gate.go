@@ -158,7 +158,9 @@ type Gate struct {
 	mhc        MachineHealthChecks
 	capi       map[string]string // ClusterAPICoverage; replaced, never changed in place
 	nodeRoll   bool
-	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks (metrics).
+	// states holds the state of each cluster-wide detector that has one (DetectorStates).
+	states map[string]DetectorState
+	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks.
 	nodeClosed map[string]map[string]bool
 	// nodeSignals holds, per NodeHealthCheck, the node-level signals of its last evaluation, stamped.
 	nodeSignals map[string][]Signal
@@ -169,10 +171,8 @@ type Gate struct {
 
 // NewGate returns an unknown gate. nodeRollout turns on the kubelet rolling-upgrade node detector.
 func NewGate(nodeRollout bool) *Gate {
-	g := &Gate{reported: map[string]bool{}, errs: map[string]string{}, closed: map[string][]Signal{},
+	return &Gate{reported: map[string]bool{}, errs: map[string]string{}, closed: map[string][]Signal{}, states: map[string]DetectorState{},
 		nodeRoll: nodeRollout, nodeClosed: map[string]map[string]bool{}, nodeSignals: map[string][]Signal{}}
-	observeState(DetectorNodeRollout, nodeRollout, false)
-	return g
 }
 
 // Expect enables a detector: the gate is unknown until it has reported. Enabling one twice is a
@@ -183,7 +183,7 @@ func (g *Gate) Expect(detector string) {
 			return false
 		}
 		g.expected = append(g.expected, detector)
-		setUnknown(detector)
+		g.states[detector] = StateUnknown
 		return true
 	})
 }
@@ -216,7 +216,7 @@ func (g *Gate) Report(detector string, signals []Signal, now time.Time) (prev []
 		} else {
 			g.closed[detector] = stamped
 		}
-		setGauge(detector, len(stamped) > 0)
+		g.states[detector] = stateOf(len(stamped) > 0)
 		return !reportedBefore || !sameSignals(prev, stamped)
 	})
 	return prev, reportedBefore
@@ -242,7 +242,6 @@ func (g *Gate) SetOpenShift(openShift bool) {
 		g.openShift = openShift
 		g.reported[DetectorInfrastructure] = true
 		delete(g.errs, DetectorInfrastructure)
-		observeState(DetectorMachineConfig, openShift, len(g.nodeClosed[DetectorMachineConfig]) > 0)
 		return changed
 	})
 }
@@ -283,7 +282,8 @@ func (g *Gate) MachineHealthChecks() (MachineHealthChecks, bool) {
 // NodeSignals records the node-level signals one NodeHealthCheck sees at now and returns them with
 // Since set where it is zero: a signal of its previous evaluation (the same detector and object)
 // keeps its start, a new one starts now. Like Report's, this memory lives only as long as the
-// operator process. It also sets the gate metric of the node-level detectors.
+// operator process. It also records whether each node-level detector blocks the NodeHealthCheck
+// (DetectorStates).
 func (g *Gate) NodeSignals(nhc string, signals []Signal, now time.Time) []Signal {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -299,7 +299,7 @@ func (g *Gate) NodeSignals(nhc string, signals []Signal, now time.Time) []Signal
 	return slices.Clone(out)
 }
 
-// ReportNode records whether a node-level detector blocks one NodeHealthCheck, for the gate metric.
+// ReportNode records whether a node-level detector blocks one NodeHealthCheck (DetectorStates).
 // closed false, also when the NodeHealthCheck is gone, forgets its signals of that detector.
 func (g *Gate) ReportNode(detector, nhc string, closed bool) {
 	g.mu.Lock()
@@ -326,11 +326,48 @@ func (g *Gate) reportNode(detector, nhc string, closed bool) {
 	} else {
 		delete(set, nhc)
 	}
-	on := g.nodeRoll
-	if detector == DetectorMachineConfig {
-		on = g.openShift
+}
+
+// DetectorState is a detector's state as the gate holds it, the state label of the gate metric
+// (upgradeguard.MetricGate).
+type DetectorState string
+
+// Detector states.
+const (
+	// StateUnknown: the detector is enabled and has not reported yet.
+	StateUnknown DetectorState = "unknown"
+	// StateOpen: it reported no signal.
+	StateOpen DetectorState = "open"
+	// StateClosed: it reported a signal; a node-level detector, for at least one NodeHealthCheck.
+	StateClosed DetectorState = "closed"
+)
+
+// DetectorStates returns the state of each detector that has one: a cluster-wide detector from
+// when it is enabled (Expect: unknown) or reports (Report: open or closed), a node-level one while
+// it is on (the kubelet rolling-upgrade detector by NewGate's flag, the MachineConfig detector on
+// OpenShift): closed while it blocks at least one NodeHealthCheck, open otherwise. Detectors that
+// report a finding rather than signals (SetOpenShift, SetMachineHealthChecks,
+// SetClusterAPICoverage) keep the state Expect gave them.
+func (g *Gate) DetectorStates() map[string]DetectorState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make(map[string]DetectorState, len(g.states)+2)
+	for d, s := range g.states {
+		out[d] = s
 	}
-	observeState(detector, on, len(set) > 0)
+	for d, on := range map[string]bool{DetectorNodeRollout: g.nodeRoll, DetectorMachineConfig: g.openShift} {
+		if on {
+			out[d] = stateOf(len(g.nodeClosed[d]) > 0)
+		}
+	}
+	return out
+}
+
+func stateOf(closed bool) DetectorState {
+	if closed {
+		return StateClosed
+	}
+	return StateOpen
 }
 
 // Verdict returns the gate's current state.

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -103,6 +104,7 @@ func TestGateIsSafeForConcurrentUse(t *testing.T) {
 					g.NodeSignals("nhc", []Signal{np}, t0)
 				default:
 					_ = g.Verdict()
+					_ = g.DetectorStates()
 				}
 				select {
 				case <-ch:
@@ -199,5 +201,48 @@ func TestGateRemembersNodeSignalsPerNodeHealthCheck(t *testing.T) {
 	}
 	if got := g.NodeSignals("one", []Signal{began(np, 30*time.Minute)}, t0.Add(5*time.Hour)); !got[0].Since.Equal(t0.Add(-30 * time.Minute)) {
 		t.Fatalf("a given start is kept: %+v", got)
+	}
+}
+
+func TestGateHoldsEachDetectorsState(t *testing.T) {
+	g := NewGate(true)
+	if got := g.DetectorStates(); !maps.Equal(got, map[string]DetectorState{DetectorNodeRollout: StateOpen}) {
+		t.Fatalf("a new gate: the kubelet rolling-upgrade detector is on and open, nothing else has a state: %v", got)
+	}
+	g.Expect(DetectorClusterVersion)
+	g.Expect(DetectorClusterAPI)
+	g.Expect(DetectorInfrastructure)
+	g.Discovered()
+	g.ReportError(DetectorClusterVersion, errors.New("clusterversions is forbidden"))
+	g.Report(DetectorClusterAPI, []Signal{capi}, t0)
+	g.SetOpenShift(true)
+	want := map[string]DetectorState{DetectorClusterVersion: StateUnknown, DetectorClusterAPI: StateClosed, DetectorNodeRollout: StateOpen,
+		// On OpenShift the MachineConfig detector is on; the Infrastructure detector reports a finding,
+		// not signals, and keeps the state it was enabled with.
+		DetectorMachineConfig: StateOpen, DetectorInfrastructure: StateUnknown}
+	if got := g.DetectorStates(); !maps.Equal(got, want) {
+		t.Fatalf("states %v, want %v", got, want)
+	}
+	g.Report(DetectorClusterVersion, nil, t0)
+	g.Report(DetectorClusterAPI, nil, t0)
+	mc := Signal{Detector: DetectorMachineConfig, Reason: "MachineConfigUpdating", Message: "node n1", Object: &corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+	g.NodeSignals("one", []Signal{mc}, t0)
+	g.NodeSignals("two", []Signal{np, mc}, t0)
+	want = map[string]DetectorState{DetectorClusterVersion: StateOpen, DetectorClusterAPI: StateOpen, DetectorNodeRollout: StateClosed,
+		DetectorMachineConfig: StateClosed, DetectorInfrastructure: StateUnknown}
+	if got := g.DetectorStates(); !maps.Equal(got, want) {
+		t.Fatalf("states %v, want %v", got, want)
+	}
+	g.NodeSignals("two", nil, t0)
+	if got := g.DetectorStates(); got[DetectorNodeRollout] != StateOpen || got[DetectorMachineConfig] != StateClosed {
+		t.Fatalf("the rollout is gone, one still sees a MachineConfig update: %v", got)
+	}
+	g.ReportNode(DetectorMachineConfig, "one", false) // the NodeHealthCheck is gone
+	if got := g.DetectorStates()[DetectorMachineConfig]; got != StateOpen {
+		t.Fatalf("no NodeHealthCheck blocked: %v", got)
+	}
+	g.SetOpenShift(false)
+	if _, on := g.DetectorStates()[DetectorMachineConfig]; on {
+		t.Fatal("not OpenShift: the MachineConfig detector is off and has no state")
 	}
 }

@@ -90,9 +90,10 @@ type Guard struct {
 
 // SetupWithManager registers the controller: a discovery at start and on changes of CRDs of the
 // detectors' groups, and, once enabled, each detector's kinds. The pause object is read through a
-// cache of its own that holds only that object.
+// cache of its own that holds only that object. MetricGate shows the state of Gate from now on.
 func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	g.served = map[string][]schema.GroupVersionKind{}
+	metric.gate.Store(g.Gate)
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	b := ctrl.NewControllerManagedBy(mgr).

@@ -18,6 +18,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -94,7 +95,7 @@ func pauseConfigMap(ctx context.Context, reason string) *corev1.ConfigMap {
 // gateMetric reads nodehealthcheck_upgrade_gate for the detector and state (-1: no such series).
 func gateMetric(detector, state string) func() float64 {
 	return func() float64 {
-		if m := testutil.Series(upgrade.MetricGate, map[string]string{"detector": detector, "state": state}); m != nil {
+		if m := testutil.Series(upgradeguard.MetricGate, map[string]string{"detector": detector, "state": state}); m != nil {
 			return m.GetGauge().GetValue()
 		}
 		return -1
