@@ -66,8 +66,9 @@ func NewTemplateReader(mgr ctrl.Manager) *templateaccess.Reader {
 // ConfigureManager sets the manager options the controllers rely on (see watch.ConfigureManager).
 func ConfigureManager(o *ctrl.Options) { watch.ConfigureManager(o) }
 
-// SetupWithManager registers the upgradeguard, nhc and remediation controllers with the manager,
-// sharing one upgrade gate, and the reporter of NodeHealthChecks the cache leaves out because they
+// SetupWithManager registers the upgradeguard (its cluster-wide and node-level detectors), nhc and
+// remediation controllers with the manager, sharing one upgrade gate that only the upgradeguard
+// writes, and the reporter of NodeHealthChecks the cache leaves out because they
 // cannot be decoded. The manager must have been configured with ConfigureManager.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	registry := decodeguard.RegistryOf(mgr.GetCache())
@@ -103,6 +104,14 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		PauseObject: o.Upgrade.PauseObject,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
+	}
+	if err := (&upgradeguard.NodeGuard{
+		Client: mgr.GetClient(),
+		Gate:   gate,
+		Clock:  o.Clock,
+		Access: templates,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.NodeControllerName, err)
 	}
 	if err := (&nhc.Reconciler{
 		Client:         mgr.GetClient(),

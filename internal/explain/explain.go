@@ -63,9 +63,7 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	if err != nil {
 		return nil, err
 	}
-	gate := upgrade.NewGate(false)
-	gate.SetClusterAPICoverage(coverage)
-	gate.Discovered()
+	gate := gateAsSeen{upgrade.Verdict{Known: true, CoveredByMachineHealthCheck: coverage}}
 	// Nodes' Machines straight from the API server, kinds from the RESTMapper alone (the user may not
 	// be allowed to read CRDs).
 	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate, Machines: &targets.Machines{Reader: c, Mapper: c.RESTMapper()},
@@ -79,6 +77,27 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 		out = append(out, Check{Snapshot: snap})
 	}
 	return out, nil
+}
+
+// gateAsSeen is the upgrade gate as explain sees it from outside the operator: known, with the
+// Cluster API coverage it finds itself (clusterAPICoverage). What only the operator's detectors know
+// (upgrade signals, a conflicting OpenShift MachineHealthCheck) comes from the operator's report in
+// status (targets.Options.AsReported). It is a targets.UpgradeGate that nothing writes.
+type gateAsSeen struct{ v upgrade.Verdict }
+
+// Verdict implements targets.UpgradeGate.
+func (g gateAsSeen) Verdict() upgrade.Verdict { return g.v }
+
+// NodeSince implements targets.UpgradeGate: explain sees no node-level detector on, and remembers
+// nothing, so a signal without Since begins now.
+func (g gateAsSeen) NodeSince(_ string, signals []upgrade.Signal, now time.Time) []upgrade.Signal {
+	out := slices.Clone(signals)
+	for i := range out {
+		if out[i].Since.IsZero() {
+			out[i].Since = now
+		}
+	}
+	return out
 }
 
 // clusterAPICoverage lists Cluster API MachineHealthChecks and Machines (none where the kinds are not

@@ -38,8 +38,8 @@ type AccessChecker interface {
 type Gatherer struct {
 	// Reader reads through the shared cache.
 	Reader client.Reader
-	// Gate is the upgrade gate; nil: no upgrade awareness (tests of one controller alone).
-	Gate *upgrade.Gate
+	// Gate is the upgrade gate, read only; nil: no upgrade awareness (tests of one controller alone).
+	Gate UpgradeGate
 	// MaxPause bounds how long each upgrade signal holds new remediations back; zero: no bound.
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.

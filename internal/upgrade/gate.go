@@ -144,9 +144,12 @@ func (v Verdict) Blocking(maxPause time.Duration, now time.Time) bool {
 	return !v.Known || slices.ContainsFunc(v.Closed, func(s Signal) bool { return s.Blocks(maxPause, now) })
 }
 
-// Gate is the shared, thread-safe state of the upgrade detectors. The upgradeguard controller
-// writes it; the nhc controller reads it on every evaluation and is notified of every change, and the
-// remediation controller reads it right before creating a CR.
+// Gate is the shared, thread-safe state of the upgrade detectors. The upgradeguard controller is
+// its only writer: its detectors report to it (Expect, Discovered, Report, ReportError, the Set
+// methods) and it records the node-level signals of each NodeHealthCheck (NodeSignals,
+// ForgetNodeSignals). The nhc and remediation controllers only read it (Verdict, NodeSince) on every
+// evaluation, the remediation controller right before creating a CR, and both are notified of every
+// change of the verdict (Changes).
 type Gate struct {
 	mu         sync.Mutex
 	discovered bool
@@ -160,19 +163,31 @@ type Gate struct {
 	nodeRoll   bool
 	// states holds the state of each cluster-wide detector that has one (DetectorStates).
 	states map[string]DetectorState
-	// nodeClosed tracks, per node-level detector, the NodeHealthChecks it currently blocks.
-	nodeClosed map[string]map[string]bool
-	// nodeSignals holds, per NodeHealthCheck, the node-level signals of its last evaluation, stamped.
+	// nodeSignals holds, per NodeHealthCheck, the node-level signals the upgradeguard last saw,
+	// stamped.
 	nodeSignals map[string][]Signal
 
 	subsMu sync.Mutex
 	subs   []chan struct{}
 }
 
+// Reader is the gate as the controllers other than the upgradeguard use it: they read it and are
+// notified of its changes; they cannot write it. *Gate implements it.
+type Reader interface {
+	// Verdict returns the gate's current state.
+	Verdict() Verdict
+	// NodeSince dates a NodeHealthCheck's node-level signals as the upgradeguard recorded them.
+	NodeSince(nhc string, signals []Signal, now time.Time) []Signal
+	// Changes subscribes to the changes of the verdict.
+	Changes() <-chan struct{}
+}
+
+var _ Reader = (*Gate)(nil)
+
 // NewGate returns an unknown gate. nodeRollout turns on the kubelet rolling-upgrade node detector.
 func NewGate(nodeRollout bool) *Gate {
 	return &Gate{reported: map[string]bool{}, errs: map[string]string{}, closed: map[string][]Signal{}, states: map[string]DetectorState{},
-		nodeRoll: nodeRollout, nodeClosed: map[string]map[string]bool{}, nodeSignals: map[string][]Signal{}}
+		nodeRoll: nodeRollout, nodeSignals: map[string][]Signal{}}
 }
 
 // Expect enables a detector: the gate is unknown until it has reported. Enabling one twice is a
@@ -279,11 +294,11 @@ func (g *Gate) MachineHealthChecks() (MachineHealthChecks, bool) {
 	return g.mhc, g.reported[DetectorMachineHealthCheck]
 }
 
-// NodeSignals records the node-level signals one NodeHealthCheck sees at now and returns them with
-// Since set where it is zero: a signal of its previous evaluation (the same detector and object)
-// keeps its start, a new one starts now. Like Report's, this memory lives only as long as the
-// operator process. It also records whether each node-level detector blocks the NodeHealthCheck
-// (DetectorStates).
+// NodeSignals records the node-level signals the upgradeguard sees for one NodeHealthCheck at now,
+// and returns them with Since set where it is zero: a signal it recorded for that NodeHealthCheck
+// before (the same detector and object) keeps its start, a new one starts now, and one not seen
+// any more is forgotten (it starts anew if it comes back). Like Report's, this memory lives only as
+// long as the operator process. The controllers read it with NodeSince.
 func (g *Gate) NodeSignals(nhc string, signals []Signal, now time.Time) []Signal {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -293,39 +308,23 @@ func (g *Gate) NodeSignals(nhc string, signals []Signal, now time.Time) []Signal
 	} else {
 		g.nodeSignals[nhc] = out
 	}
-	for _, d := range []string{DetectorNodeRollout, DetectorMachineConfig} {
-		g.reportNode(d, nhc, slices.ContainsFunc(out, func(s Signal) bool { return s.Detector == d }))
-	}
 	return slices.Clone(out)
 }
 
-// ReportNode records whether a node-level detector blocks one NodeHealthCheck (DetectorStates).
-// closed false, also when the NodeHealthCheck is gone, forgets its signals of that detector.
-func (g *Gate) ReportNode(detector, nhc string, closed bool) {
+// NodeSince returns a NodeHealthCheck's node-level signals, as a controller finds them in its own
+// snapshot, with Since set where it is zero: when the upgradeguard first saw the same signal for
+// that NodeHealthCheck (NodeSignals), or now when it has not recorded it (yet). It changes nothing.
+func (g *Gate) NodeSince(nhc string, signals []Signal, now time.Time) []Signal {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.reportNode(detector, nhc, closed)
+	return stamp(signals, g.nodeSignals[nhc], now)
 }
 
-func (g *Gate) reportNode(detector, nhc string, closed bool) {
-	if !closed {
-		kept := slices.DeleteFunc(g.nodeSignals[nhc], func(s Signal) bool { return s.Detector == detector })
-		if len(kept) == 0 {
-			delete(g.nodeSignals, nhc)
-		} else {
-			g.nodeSignals[nhc] = kept
-		}
-	}
-	set := g.nodeClosed[detector]
-	if set == nil {
-		set = map[string]bool{}
-		g.nodeClosed[detector] = set
-	}
-	if closed {
-		set[nhc] = true
-	} else {
-		delete(set, nhc)
-	}
+// ForgetNodeSignals forgets the node-level signals recorded for a NodeHealthCheck that is gone.
+func (g *Gate) ForgetNodeSignals(nhc string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.nodeSignals, nhc)
 }
 
 // DetectorState is a detector's state as the gate holds it, the state label of the gate metric
@@ -357,10 +356,20 @@ func (g *Gate) DetectorStates() map[string]DetectorState {
 	}
 	for d, on := range map[string]bool{DetectorNodeRollout: g.nodeRoll, DetectorMachineConfig: g.openShift} {
 		if on {
-			out[d] = stateOf(len(g.nodeClosed[d]) > 0)
+			out[d] = stateOf(g.blocksNodes(d))
 		}
 	}
 	return out
+}
+
+// blocksNodes reports whether a node-level detector has a signal recorded for any NodeHealthCheck.
+func (g *Gate) blocksNodes(detector string) bool {
+	for _, signals := range g.nodeSignals {
+		if slices.ContainsFunc(signals, func(s Signal) bool { return s.Detector == detector }) {
+			return true
+		}
+	}
+	return false
 }
 
 func stateOf(closed bool) DetectorState {

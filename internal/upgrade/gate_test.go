@@ -100,8 +100,11 @@ func TestGateIsSafeForConcurrentUse(t *testing.T) {
 				case 1:
 					g.Report(DetectorClusterAPI, nil, t0)
 				case 2:
-					g.ReportNode(DetectorNodeRollout, "nhc", j%2 == 0)
+					if j%2 == 0 {
+						g.ForgetNodeSignals("nhc")
+					}
 					g.NodeSignals("nhc", []Signal{np}, t0)
+					_ = g.NodeSince("nhc", []Signal{np}, t0)
 				default:
 					_ = g.Verdict()
 					_ = g.DetectorStates()
@@ -195,7 +198,7 @@ func TestGateRemembersNodeSignalsPerNodeHealthCheck(t *testing.T) {
 	if got := g.NodeSignals("one", []Signal{np, mc("n2")}, t0.Add(4*time.Hour)); !got[0].Since.Equal(t0.Add(4*time.Hour)) || !got[1].Since.Equal(t0.Add(2*time.Hour)) {
 		t.Fatalf("a rollout seen again after it was gone starts anew: %+v", got)
 	}
-	g.ReportNode(DetectorNodeRollout, "two", false) // the NodeHealthCheck is gone
+	g.ForgetNodeSignals("two") // the NodeHealthCheck is gone
 	if got := g.NodeSignals("two", []Signal{np}, t0.Add(5*time.Hour)); !got[0].Since.Equal(t0.Add(5 * time.Hour)) {
 		t.Fatalf("a forgotten NodeHealthCheck starts anew: %+v", got)
 	}
@@ -237,12 +240,44 @@ func TestGateHoldsEachDetectorsState(t *testing.T) {
 	if got := g.DetectorStates(); got[DetectorNodeRollout] != StateOpen || got[DetectorMachineConfig] != StateClosed {
 		t.Fatalf("the rollout is gone, one still sees a MachineConfig update: %v", got)
 	}
-	g.ReportNode(DetectorMachineConfig, "one", false) // the NodeHealthCheck is gone
+	g.ForgetNodeSignals("one") // the NodeHealthCheck is gone
 	if got := g.DetectorStates()[DetectorMachineConfig]; got != StateOpen {
 		t.Fatalf("no NodeHealthCheck blocked: %v", got)
 	}
 	g.SetOpenShift(false)
 	if _, on := g.DetectorStates()[DetectorMachineConfig]; on {
 		t.Fatal("not OpenShift: the MachineConfig detector is off and has no state")
+	}
+}
+
+func TestGateNodeSinceReadsWhatNodeSignalsRecorded(t *testing.T) {
+	g := NewGate(true)
+	mc := func(node string) Signal {
+		return Signal{Detector: DetectorMachineConfig, Reason: "MachineConfigUpdating", Message: "node " + node, Object: &corev1.ObjectReference{Kind: "Node", Name: node}}
+	}
+	if got := g.NodeSince("one", []Signal{np}, t0); len(got) != 1 || !got[0].Since.Equal(t0) {
+		t.Fatalf("a signal the upgradeguard has not recorded begins now: %+v", got)
+	}
+	if got := g.NodeSince("one", []Signal{np}, t0.Add(time.Hour)); !got[0].Since.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("reading recorded nothing: %+v", got)
+	}
+	if _, on := g.DetectorStates()[DetectorNodeRollout]; !on || g.DetectorStates()[DetectorNodeRollout] != StateOpen {
+		t.Fatalf("reading closed nothing: %v", g.DetectorStates())
+	}
+	g.NodeSignals("one", []Signal{np, mc("n1")}, t0)
+	got := g.NodeSince("one", []Signal{mc("n2"), began(mc("n3"), time.Minute), np, mc("n1")}, t0.Add(2*time.Hour))
+	if len(got) != 4 || !got[0].Since.Equal(t0.Add(2*time.Hour)) || !got[1].Since.Equal(t0.Add(-time.Minute)) ||
+		!got[2].Since.Equal(t0) || !got[3].Since.Equal(t0) {
+		t.Fatalf("recorded signals keep their start, others begin now, a given start is kept: %+v", got)
+	}
+	if got := g.NodeSince("two", []Signal{np}, t0.Add(2*time.Hour)); !got[0].Since.Equal(t0.Add(2 * time.Hour)) {
+		t.Fatalf("each NodeHealthCheck has its own memory: %+v", got)
+	}
+	if got := g.NodeSignals("one", []Signal{np, mc("n1")}, t0.Add(3*time.Hour)); !got[0].Since.Equal(t0) || !got[1].Since.Equal(t0) {
+		t.Fatalf("NodeSince recorded nothing: %+v", got)
+	}
+	g.ForgetNodeSignals("one")
+	if got := g.NodeSince("one", []Signal{np}, t0.Add(4*time.Hour)); !got[0].Since.Equal(t0.Add(4 * time.Hour)) {
+		t.Fatalf("forgotten: begins now: %+v", got)
 	}
 }

@@ -55,9 +55,9 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Recorder emits events.
 	Recorder events.EventRecorder
-	// Gate is the upgrade gate the upgradeguard controller feeds; nil: no upgrade awareness (tests of
-	// this controller alone).
-	Gate *upgrade.Gate
+	// Gate is the upgrade gate the upgradeguard controller feeds, read only; nil: no upgrade awareness
+	// (tests of this controller alone).
+	Gate upgrade.Reader
 	// MaxPause bounds how long upgrade signals hold new remediations back; zero: no bound.
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
@@ -304,10 +304,6 @@ func (r *Reconciler) forget(name string) {
 	r.metrics.syncOngoing(name, nil)
 	r.metrics.syncWould(name, nil)
 	r.metrics.syncExhausted(name, nil)
-	if r.Gate != nil {
-		r.Gate.ReportNode(upgrade.DetectorNodeRollout, name, false)
-		r.Gate.ReportNode(upgrade.DetectorMachineConfig, name, false)
-	}
 }
 
 // templateRecheck is how soon a disabled NodeHealthCheck whose template kind cannot be watched

@@ -125,8 +125,8 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Templates reads remediation templates with the rights remediators grant; nil: through the cache.
 	Templates *templateaccess.Reader
-	// Gate is the upgrade gate. nil: no upgrade awareness.
-	Gate *upgrade.Gate
+	// Gate is the upgrade gate the upgradeguard controller feeds, read only. nil: no upgrade awareness.
+	Gate upgrade.Reader
 	// MaxPause bounds how long each upgrade signal holds new remediations back, as for the nhc
 	// controller; zero: no bound.
 	MaxPause time.Duration

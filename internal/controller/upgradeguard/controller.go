@@ -1,8 +1,3 @@
-// Package upgradeguard holds the controller that watches upgrade signals and feeds the shared
-// upgrade gate (internal/upgrade): OpenShift's ClusterVersion and Infrastructure and Machine API
-// MachineHealthChecks (on automatically when the API server serves them, also when their CRDs
-// appear later), Cluster API rollouts and a cluster-wide pause ConfigMap or Lease (each on by flag).
-// It writes no object: the nhc controller turns the gate into each NodeHealthCheck's condition.
 package upgradeguard
 
 import (

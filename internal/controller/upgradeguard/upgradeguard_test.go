@@ -244,6 +244,38 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(0.0))
 	})
 
+	It("measures a node-level signal's maximum pause from when the upgradeguard first saw it for the NodeHealthCheck", func(ctx SpecContext) {
+		n, nodes := workers(ctx, 7)
+		for i, node := range nodes {
+			v := "v1.37.2"
+			if i == 0 {
+				v = "v1.38.0"
+			}
+			update(ctx, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v }, true)
+		}
+		update(ctx, nodes[1], func(n *corev1.Node) { n.Spec.Unschedulable = true }, false)
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade))
+		rollout := []upgrade.Signal{{Detector: upgrade.DetectorNodeRollout}}
+		// The upgradeguard recorded it: the controllers read its start (unrecorded, it would begin at
+		// every evaluation's now, and never expire).
+		Eventually(func() time.Time { return gate.NodeSince(n.Name, rollout, time.Time{})[0].Since }).Should(BeTemporally("==", e.Clock.Now()))
+
+		e.Step(ctx, maxPause-time.Minute)
+		sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
+		e.SeenHealthy(ctx, n, 6)
+		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(upgradeCondition(ctx, n)()).To(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
+			HaveField("Message", ContainSubstring("until %s at the latest", e.Clock.Now().Add(time.Minute).UTC().Format(time.RFC3339)))))
+
+		e.Step(ctx, time.Minute)
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.TestCRs(ctx, nodes[4].Name)).Should(HaveLen(1))
+
+		update(ctx, nodes[1], func(n *corev1.Node) { n.Spec.Unschedulable = false }, false)
+		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(func() time.Time { return gate.NodeSince(n.Name, rollout, time.Time{})[0].Since }).Should(BeZero(), "forgotten when gone")
+	})
+
 	It("resumes with a warning after a signal's maximum pause, keeps resuming while it is stuck, and pauses again for a new signal", func(ctx SpecContext) {
 		stuck := clusterAPI(ctx, "MachineDeployment", rollingOut())
 		n, nodes := workers(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
