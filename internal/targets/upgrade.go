@@ -14,7 +14,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -76,7 +75,8 @@ func nodeSignals(v upgrade.Verdict, nodes []*corev1.Node, crs map[string][]unstr
 }
 
 // UpgradeNodeSignals returns the node-level upgrade signals of one NodeHealthCheck at now, without
-// Since, as Gather finds them with the gate's verdict v (the same nodes, the same remediation CRs),
+// Since, as Gather's read finds them with the gate's verdict v (the same nodes, the same remediation
+// CRs of the NodeHealthCheck, its conditions with defaults applied),
 // and when they may change without an event (zero: only on events). The upgradeguard controller
 // records from it when each began; it reads nothing while no node-level detector is on.
 func (g *Gatherer) UpgradeNodeSignals(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, v upgrade.Verdict, now time.Time) ([]upgrade.Signal, time.Time, error) {
@@ -102,13 +102,7 @@ func (g *Gatherer) UpgradeNodeSignals(ctx context.Context, stored *remediationv1
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		crs = map[string][]unstructured.Unstructured{}
-		for _, cr := range all {
-			if _, uid, _ := remediationcr.ControllerNHC(&cr); uid == stored.UID {
-				node := remediationcr.NodeName(&cr)
-				crs[node] = append(crs[node], cr)
-			}
-		}
+		crs = sortByOwner(all, stored.UID, nodes).ours
 	}
 	signals, next := nodeSignals(v, nodes, crs, nhc.Spec.UnhealthyConditions, now)
 	return signals, next, nil
