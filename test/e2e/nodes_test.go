@@ -141,7 +141,7 @@ func eventReasons(ctx context.Context, regarding string) func() []string {
 }
 
 var _ = Describe("Simulated nodes that really fail", func() {
-	It("1. remediates a worker whose heartbeats stop, and steps back when the remediator brings it back", func(ctx SpecContext) {
+	It("remediates a worker whose heartbeats stop, and steps back when the remediator brings it back", func(ctx SpecContext) {
 		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-nodes"}})
 		metrics := scraper(ctx, m, "e2e-s1-metrics")
 		nodes := simulatedNodes(ctx, "s1", 3)
@@ -172,7 +172,7 @@ var _ = Describe("Simulated nodes that really fail", func() {
 			unknownAfter.Round(time.Second), remediatedAfter.Round(time.Second), time.Since(start).Round(time.Second)))
 	})
 
-	It("3. remediates nothing when too many nodes fail at once, and says why", func(ctx SpecContext) {
+	It("remediates nothing when too many nodes fail at once, and says why", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-mass"}})
 		nodes := simulatedNodes(ctx, "s3", 10)
 		// kwok renews each node's lease every 10s, so nodes that stop together are noticed up to 10s
@@ -244,7 +244,7 @@ func crsOf(ctx context.Context, node string) func() []string {
 }
 
 var _ = Describe("Simulated nodes and escalation", func() {
-	It("2. escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
+	It("escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-escalation"}})
 		nodes := simulatedNodes(ctx, "s2", 3)
 		templates := multiTemplates(ctx, "e2e-soft-reboot", "e2e-hard-reboot")
@@ -281,7 +281,7 @@ func kubectl(stdin string, args ...string) (string, error) {
 }
 
 var _ = Describe("Simulated nodes and admission", func() {
-	It("5. refuses an invalid NodeHealthCheck naming the field, and its deletion during a running remediation", func(ctx SpecContext) {
+	It("refuses an invalid NodeHealthCheck naming the field, and its deletion during a running remediation", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-admission"}})
 		out, err := kubectl(`apiVersion: remediation.medik8s.io/v1alpha1
 kind: NodeHealthCheck
@@ -319,7 +319,7 @@ spec:
 })
 
 var _ = Describe("Simulated nodes during an upgrade", func() {
-	It("4. holds a failing node while the ClusterVersion is progressing, and remediates it when the upgrade ends", func(ctx SpecContext) {
+	It("holds a failing node while the ClusterVersion is progressing, and remediates it when the upgrade ends", func(ctx SpecContext) {
 		raw, err := os.ReadFile(testutil.Path("test", "crds", "openshift", "clusterversions.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -383,7 +383,7 @@ func crDetails(ctx context.Context, node string) map[string]unstructured.Unstruc
 }
 
 var _ = Describe("Simulated nodes and failover", func() {
-	It("6. a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
+	It("a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
 		const id = "e2e-failover"
 		holder := leaseHolder(ctx, id)
 		// A shorter lease than the default 15s, so that a crashed leader is replaced well within 20s.

@@ -34,7 +34,7 @@ func counts(observed, healthy int) OmegaMatcher {
 }
 
 var _ = Describe("NodeHealthCheck evaluation", func() {
-	It("1. selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
+	It("selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
 		group := unique("g")
 		a := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -48,7 +48,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(status(ctx, n)).Should(counts(1, 1))
 	})
 
-	It("2. finds a node unhealthy only once a condition matched for its duration", func(ctx SpecContext) {
+	It("finds a node unhealthy only once a condition matched for its duration", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -67,7 +67,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
 	})
 
-	It("2. keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
+	It("keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -96,7 +96,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		))
 	})
 
-	DescribeTable("3. starts no new remediation below the healthy-node threshold, and says why",
+	DescribeTable("starts no new remediation below the healthy-node threshold, and says why",
 		func(ctx SpecContext, budget func(*remediationv1alpha1.NodeHealthCheck)) {
 			group := unique("g")
 			newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -122,7 +122,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		}),
 	)
 
-	It("3. counts a healthy node with a remaining CR as not healthy", func(ctx SpecContext) {
+	It("counts a healthy node with a remaining CR as not healthy", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		recovered := newNode(ctx, group, corev1.ConditionTrue, time.Minute)
@@ -131,7 +131,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(status(ctx, n)).Should(counts(2, 1))
 	})
 
-	It("5. marks a recovered node and lists it until its CRs are really gone", func(ctx SpecContext) {
+	It("marks a recovered node and lists it until its CRs are really gone", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -158,7 +158,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 	})
 
-	It("6. lists a deleted node while its CR exists, then prunes its entry", func(ctx SpecContext) {
+	It("lists a deleted node while its CR exists, then prunes its entry", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -179,7 +179,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(phaseOf(status(ctx, n)())).To(Equal(remediationv1alpha1.PhaseEnabled))
 	})
 
-	It("7. is disabled while its template is missing, and enabled when it appears", func(ctx SpecContext) {
+	It("is disabled while its template is missing, and enabled when it appears", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -199,7 +199,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonEnabled))
 	})
 
-	It("7. is disabled by a template without spec.template", func(ctx SpecContext) {
+	It("is disabled by a template without spec.template", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		name := newTemplate(ctx, false)
@@ -207,7 +207,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid))
 	})
 
-	It("7. is disabled by a template whose spec.template.spec is not an object, naming the template", func(ctx SpecContext) {
+	It("is disabled by a template whose spec.template.spec is not an object, naming the template", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		t := testutil.TemplateObject(unique("template"), true)
@@ -219,7 +219,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 	})
 
-	It("7. is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
+	It("is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
@@ -231,7 +231,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 	})
 
-	It("7. is disabled by a template kind the API server does not know", func(ctx SpecContext) {
+	It("is disabled by a template kind the API server does not know", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
@@ -240,7 +240,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound))
 	})
 
-	It("8. starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
+	It("starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
 		group := unique("g")
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -265,7 +265,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(listed(status(ctx, n)())).To(ConsistOf(running.Name, waiting.Name))
 	})
 
-	It("9. writes status only when it changes, with lastUpdateTime, and requeues at the next deadline", func(ctx SpecContext) {
+	It("writes status only when it changes, with lastUpdateTime, and requeues at the next deadline", func(ctx SpecContext) {
 		group := unique("g")
 		healthy := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		newNode(ctx, group, corev1.ConditionFalse, 2*time.Minute) // due in 3 minutes

@@ -71,7 +71,7 @@ func setCondition(ctx context.Context, cr *unstructured.Unstructured, conds ...m
 }
 
 var _ = Describe("The remediation lifecycle", func() {
-	It("4+5. creates exactly one CR from the template for an unhealthy node, records it, and deletes it when the node recovers", func(ctx SpecContext) {
+	It("creates exactly one CR from the template for an unhealthy node, records it, and deletes it when the node recovers", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 
@@ -138,7 +138,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Expect(histogramCount(nhc.MetricUnhealthyNodeDuration, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})).To(BeEquivalentTo(1))
 	})
 
-	It("4. creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
+	It("creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 4 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -157,7 +157,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 
-	DescribeTable("4. works with remediators' template shapes",
+	DescribeTable("creates the CR with the spec of each remediator's template shape",
 		func(ctx SpecContext, apiVersion, templateKind string, spec map[string]any) {
 			group, sick := workers(ctx)
 			t := &unstructured.Unstructured{}
@@ -180,7 +180,7 @@ var _ = Describe("The remediation lifecycle", func() {
 			map[string]any{"remediationStrategy": "Automatic"}),
 	)
 
-	It("4. gives the CR a generated name when the template supports several CRs per node", func(ctx SpecContext) {
+	It("gives the CR a generated name when the template supports several CRs per node", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		t := testutil.TemplateObject(e.Unique("multi"), true)
 		t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
@@ -192,7 +192,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Expect(cr.GetName()).To(HavePrefix(sick.Name + "-"))
 	})
 
-	It("4. leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
+	It("leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
 		// remediation controller reconciled the second one.
@@ -223,7 +223,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(ownedBy(first)))
 	})
 
-	It("6. deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
+	It("deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -255,7 +255,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, deleted.Name)).Should(BeEmpty())
 	})
 
-	It("5. lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {
+	It("lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -286,7 +286,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 	})
 
-	It("7. starts remediating once a remediator installed after the NodeHealthCheck provides its kind and template", func(ctx SpecContext) {
+	It("starts remediating once a remediator installed after the NodeHealthCheck provides its kind and template", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		suffix := e.Unique("late")
 		group_ := "late-" + suffix + ".test.medik8s.io"
@@ -312,7 +312,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
 	})
 
-	It("6. deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
+	It("deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -322,7 +322,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
 	})
 
-	It("8. creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
+	It("creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with running below
 		running := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
@@ -381,7 +381,7 @@ func lateCRD(group, kind string) *apiextensionsv1.CustomResourceDefinition {
 var _ = Describe("Long-running remediations", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("7. flags a CR older than 48 hours once, with an annotation, a metric and an event", func(ctx SpecContext) {
+	It("flags a CR older than 48 hours once, with an annotation, a metric and an event", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))

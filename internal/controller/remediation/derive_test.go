@@ -73,7 +73,7 @@ func eventNotes(ctx context.Context, regarding, reason string) func() []string {
 var _ = Describe("Status is a report, not a command", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node", func(ctx SpecContext) {
+	It("creates no CR for a forged status entry of a healthy, an unselected or an excluded node", func(ctx SpecContext) {
 		group, witness := workers(ctx)
 		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		healthy2 := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -97,7 +97,7 @@ var _ = Describe("Status is a report, not a command", func() {
 		}).WithTimeout(time.Second).Should(BeZero())
 	})
 
-	It("1. starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
+	It("starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
 		group := e.Unique("g")
 		var healthy []*corev1.Node
 		for range 4 {
@@ -127,7 +127,7 @@ var _ = Describe("Status is a report, not a command", func() {
 		}).WithTimeout(time.Second).Should(BeZero())
 	})
 
-	It("1. re-derives the decision when a node recovered after the status listed it", func(ctx SpecContext) {
+	It("re-derives the decision when a node recovered after the status listed it", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 2 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -153,7 +153,7 @@ var _ = Describe("Status is a report, not a command", func() {
 })
 
 var _ = Describe("Across NodeHealthChecks", func() {
-	It("4. never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
+	It("never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
 		// remediation controller reconciled the second one.
@@ -174,7 +174,7 @@ var _ = Describe("Across NodeHealthChecks", func() {
 		Expect(entryOf(ctx, first, sick.Name)()).To(HaveField("Remediations", HaveLen(1)), "and with its CR in the first's")
 	})
 
-	It("4. remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
+	It("remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
 		var cps, spares []*corev1.Node
 		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for range 2 {
@@ -209,7 +209,7 @@ var _ = Describe("Across NodeHealthChecks", func() {
 var _ = Describe("A template change during a remediation", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("3. keeps the running CR, found by ownership, starts no second remediator, and removes it when the node recovers", func(ctx SpecContext) {
+	It("keeps the running CR, found by ownership, starts no second remediator, and removes it when the node recovers", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -244,7 +244,7 @@ var _ = Describe("A template change during a remediation", func() {
 var _ = Describe("Errors", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("4. a node whose action fails keeps neither its own retry nor the others' deadlines from the result", func(ctx SpecContext) {
+	It("a node whose action fails keeps neither its own retry nor the others' deadlines from the result", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -304,7 +304,7 @@ func snrTemplate(ctx context.Context) *corev1.ObjectReference {
 }
 
 var _ = Describe("A CR name that is taken", func() {
-	It("4. is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
+	It("is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with the node failing below
 		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
@@ -340,7 +340,7 @@ var _ = Describe("A CR name that is taken", func() {
 })
 
 var _ = Describe("A control-plane CR of a node that is gone", func() {
-	It("4. holds the other control-plane nodes until it is gone", func(ctx SpecContext) {
+	It("holds the other control-plane nodes until it is gone", func(ctx SpecContext) {
 		// Another NodeHealthCheck's CR for a control-plane node that is being reprovisioned: the Node
 		// is gone, and the remediator's finalizer keeps the CR while it works. Labelled
 		// isControlPlaneNode, it counts whatever its node is now.

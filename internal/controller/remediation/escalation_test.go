@@ -103,7 +103,7 @@ var _ = Describe("Escalating remediations", func() {
 	// real clock: start each spec with the fake clock at real time.
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("1. runs four steps of kinds A, B, C, C in order, marks each timed-out CR, and removes all when the node recovers", func(ctx SpecContext) {
+	It("runs four steps of kinds A, B, C, C in order, marks each timed-out CR, and removes all when the node recovers", func(ctx SpecContext) {
 		steps := []remediationv1alpha1.EscalatingRemediation{
 			stepTemplate(ctx, kindC, 40, 4*time.Minute, true),
 			stepTemplate(ctx, kindA, 10, time.Minute, false),
@@ -160,7 +160,7 @@ var _ = Describe("Escalating remediations", func() {
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 	})
 
-	It("1. skips ahead at once when a CR reports Succeeded=False", func(ctx SpecContext) {
+	It("skips ahead at once when a CR reports Succeeded=False", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, time.Hour, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
 		first := stepCRs(ctx, sick.Name)()[0]
@@ -170,7 +170,7 @@ var _ = Describe("Escalating remediations", func() {
 		_ = n
 	})
 
-	It("1. never marks a CR that reports Succeeded=True, but still escalates after its timeout", func(ctx SpecContext) {
+	It("never marks a CR that reports Succeeded=True, but still escalates after its timeout", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, time.Minute, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
 		first := stepCRs(ctx, sick.Name)()[0]
@@ -181,7 +181,7 @@ var _ = Describe("Escalating remediations", func() {
 		Consistently(func() bool { return timedOut(stepCRs(ctx, sick.Name)()[0]) }).WithTimeout(time.Second).Should(BeFalse())
 	})
 
-	It("1. keeps a step's timer across a restart: it lives in the CR, not in memory", func(ctx SpecContext) {
+	It("keeps a step's timer across a restart: it lives in the CR, not in memory", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, 10*time.Minute, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
 		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
 		created := stepCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time

@@ -65,7 +65,7 @@ func failingNow(ctx context.Context, sibling *corev1.Node) *corev1.Node {
 }
 
 var _ = Describe("healthyDelay", func() {
-	It("2. keeps a recovered node's CR for the delay, marks it, and then removes it", func(ctx SpecContext) {
+	It("keeps a recovered node's CR for the delay, marks it, and then removes it", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(10*time.Minute))
 		since := entryOf(ctx, n, sick.Name)().ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)
 		Eventually(func() string {
@@ -88,7 +88,7 @@ var _ = Describe("healthyDelay", func() {
 		Eventually(entryOf(ctx, n, sick.Name)).Should(BeNil())
 	})
 
-	It("2. with a negative delay keeps the CR until the node is confirmed, then removes the confirmation", func(ctx SpecContext) {
+	It("with a negative delay keeps the CR until the node is confirmed, then removes the confirmation", func(ctx SpecContext) {
 		_, sick := remediatedThenRecovered(ctx, withHealthyDelay(-time.Second))
 		due := failingNow(ctx, sick)
 		e.Step(ctx, 24*time.Hour)
@@ -105,7 +105,7 @@ var _ = Describe("healthyDelay", func() {
 		}).ShouldNot(HaveKey(remediationv1alpha1.ManuallyConfirmedHealthyAnnotation))
 	})
 
-	It("2. releases every delayed node when healthyDelay is set back to 0", func(ctx SpecContext) {
+	It("releases every delayed node when healthyDelay is set back to 0", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(-time.Second))
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.HealthyDelay = &metav1.Duration{}
@@ -113,7 +113,7 @@ var _ = Describe("healthyDelay", func() {
 		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
 	})
 
-	It("2. ends the delay when the node fails again during it", func(ctx SpecContext) {
+	It("ends the delay when the node fails again during it", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(time.Hour))
 		Eventually(func() map[string]string {
 			crs := testCRs(ctx, sick.Name)()

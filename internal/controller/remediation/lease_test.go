@@ -55,7 +55,7 @@ func renewedNow(ctx context.Context, node string) {
 var _ = Describe("Node leases", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("3. takes the node's lease before remediating, owned by the node, and releases it when the node is healthy", func(ctx SpecContext) {
+	It("takes the node's lease before remediating, owned by the node, and releases it when the node is healthy", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -73,7 +73,7 @@ var _ = Describe("Node leases", func() {
 		Eventually(nodeLease(ctx, sick.Name)).Should(BeNil())
 	})
 
-	It("3. waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
+	It("waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Due when the foreign lease has a second left (with one more healthy node for the budget):
 		// its CR shows the remediation controller looked at that time.
@@ -113,7 +113,7 @@ var _ = Describe("Node leases", func() {
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 
-	It("3. times the remediation out when its step is overdue by three lease durations", func(ctx SpecContext) {
+	It("times the remediation out when its step is overdue by three lease durations", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -150,7 +150,7 @@ var _ = Describe("Node lease reads", func() {
 		return r.Method == http.MethodPut && strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases/")
 	}
 
-	It("3. renews the leases of running remediations without reading a lease from the API server", func(ctx SpecContext) {
+	It("renews the leases of running remediations without reading a lease from the API server", func(ctx SpecContext) {
 		const sick, healthy, periods = 4, 5, 3 // 5 of 9 healthy: within the default minHealthy of 51%
 		group := e.Unique("g")
 		for range healthy {
@@ -186,7 +186,7 @@ var _ = Describe("Node lease reads", func() {
 			sick, periods, len(updates), len(requests.Since(mark, leaseReads))))
 	})
 
-	It("3. renews a lease the cache shows stale: the write conflicts, and the lease is read again and renewed", func(ctx SpecContext) {
+	It("renews a lease the cache shows stale: the write conflicts, and the lease is read again and renewed", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
@@ -252,7 +252,7 @@ var _ = Describe("Node leases with medik8s/common's lease manager", func() {
 		return obj
 	}
 
-	It("3. a lease node maintenance took holds remediation back until it is released", func(ctx SpecContext) {
+	It("a lease node maintenance took holds remediation back until it is released", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		maintenance, err := commonlease.NewManager(e.K8s, "node-maintenance")
 		Expect(err).NotTo(HaveOccurred())
@@ -269,7 +269,7 @@ var _ = Describe("Node leases with medik8s/common's lease manager", func() {
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 
-	It("3. a lease this operator holds is respected by that manager", func(ctx SpecContext) {
+	It("a lease this operator holds is respected by that manager", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))

@@ -117,7 +117,7 @@ func failsWithClaim(ctx context.Context, link func(node *corev1.Node)) (*remedia
 var _ = Describe("Machine links", func() {
 	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("3. a node that names another node's control-plane Machine gets a CR without that owner, not labelled control-plane, and an event says why, once", func(ctx SpecContext) {
+	It("a node that names another node's control-plane Machine gets a CR without that owner, not labelled control-plane, and an event says why, once", func(ctx SpecContext) {
 		cp := e.NewNode(ctx, e.Unique("cp"), corev1.ConditionTrue, time.Hour)
 		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
 		var machine *unstructured.Unstructured
@@ -143,7 +143,7 @@ var _ = Describe("Machine links", func() {
 		Consistently(linkEvents(ctx, n, node.Name)).WithTimeout(time.Second).Should(ConsistOf(HaveField("Series", BeNil())))
 	})
 
-	DescribeTable("3. a claim its Machine does not confirm: the CR has no Machine owner, and an event says why",
+	DescribeTable("a claim its Machine does not confirm: the CR has no Machine owner, and an event says why",
 		func(ctx SpecContext, apiVersion string, nodeRef func(node *corev1.Node) string, cluster, named string, missing bool, why string) {
 			var machine *unstructured.Unstructured
 			n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -167,7 +167,7 @@ var _ = Describe("Machine links", func() {
 		Entry("a Cluster API Machine of another cluster", clusterAPIMachine, func(n *corev1.Node) string { return n.Name }, "c2", "c1", false, `cluster "c2"`),
 	)
 
-	DescribeTable("4. a Machine that confirms the node's claim owns its CR",
+	DescribeTable("a Machine that confirms the node's claim owns its CR",
 		func(ctx SpecContext, apiVersion, cluster, named string) {
 			var machine *unstructured.Unstructured
 			n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -183,7 +183,7 @@ var _ = Describe("Machine links", func() {
 		Entry("Cluster API, the node names no cluster: status.nodeRef alone", clusterAPIMachine, "c1", ""),
 	)
 
-	It("4. a Machine in another namespace than the template's confirms the claim but owns no CR (an owner lives in its dependent's namespace)", func(ctx SpecContext) {
+	It("a Machine in another namespace than the template's confirms the claim but owns no CR (an owner lives in its dependent's namespace)", func(ctx SpecContext) {
 		elsewhere := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Unique("machines")}}
 		e.Create(ctx, elsewhere)
 		n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -193,7 +193,7 @@ var _ = Describe("Machine links", func() {
 		Expect(linkEvents(ctx, n, node.Name)()).To(BeEmpty(), "not a forged claim")
 	})
 
-	DescribeTable("4. a worker-labelled node whose Machine is a control-plane Machine is a control-plane node: its CR is labelled so, and another failing control-plane node waits",
+	DescribeTable("a worker-labelled node whose Machine is a control-plane Machine is a control-plane node: its CR is labelled so, and another failing control-plane node waits",
 		func(ctx SpecContext, apiVersion string) {
 			group := e.Unique("g")
 			for range 3 {
@@ -226,7 +226,7 @@ var _ = Describe("Machine links", func() {
 		Entry("OpenShift: the master role label", openShiftMachine),
 	)
 
-	It("4. a control-plane node by its Machine holds another NodeHealthCheck's control-plane node back (the CR's label counts across NodeHealthChecks)", func(ctx SpecContext) {
+	It("a control-plane node by its Machine holds another NodeHealthCheck's control-plane node back (the CR's label counts across NodeHealthChecks)", func(ctx SpecContext) {
 		var byMachine, byLabel, worker *corev1.Node
 		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for i := range 2 {

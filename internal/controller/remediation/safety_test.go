@@ -23,7 +23,7 @@ func label(ctx context.Context, n *corev1.Node, key, value string) {
 }
 
 var _ = Describe("Safety rules", func() {
-	DescribeTable("5. exclusion label values",
+	DescribeTable("the exclusion label holds a node back only with the value \"true\", and warns about an empty value",
 		func(ctx SpecContext, value string, excluded bool, warned bool) {
 			group := e.Unique("g")
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -58,7 +58,7 @@ var _ = Describe("Safety rules", func() {
 		Entry("any other value is ignored", "yes", false, false),
 	)
 
-	It("4. remediates two unhealthy control-plane nodes one after the other", func(ctx SpecContext) {
+	It("remediates two unhealthy control-plane nodes one after the other", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 2 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)

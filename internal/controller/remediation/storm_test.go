@@ -26,7 +26,7 @@ func conditionStatus(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck
 }
 
 var _ = Describe("Storm recovery", func() {
-	It("6. starts on a threshold violation, cools down, is interrupted by a new violation, and ends", func(ctx SpecContext) {
+	It("starts on a threshold violation, cools down, is interrupted by a new violation, and ends", func(ctx SpecContext) {
 		n, group, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.StormCooldownDuration = &metav1.Duration{Duration: 10 * time.Minute}
 		})
