@@ -243,15 +243,6 @@ func (e *ControllerEnv) Status(ctx context.Context, n *remediationv1alpha1.NodeH
 	}
 }
 
-// SeenHealthy waits until the NodeHealthCheck's status counts that many healthy nodes. The status is
-// written from the cache all controllers share, after the node changes made so far, so a
-// Consistently that a node made unhealthy gets nothing follows it: then it cannot pass only because
-// no controller has looked at the node yet.
-func (e *ControllerEnv) SeenHealthy(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, healthy int) {
-	GinkgoHelper()
-	Eventually(e.Status(ctx, n)).Should(HaveField("HealthyNodes", HaveValue(Equal(healthy))), "the controllers saw the node changes")
-}
-
 // Listed returns the names in status.unhealthyNodes.
 func Listed(st remediationv1alpha1.NodeHealthCheckStatus) []string {
 	var names []string

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -341,7 +345,8 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 		}
 		progressing("True")
 
-		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-upgrade"}})
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-upgrade"}})
+		metrics := scraper(ctx, m, "e2e-s4-metrics")
 		nodes := simulatedNodes(ctx, "s4", 3)
 		nhc := groupNHC(ctx, "s4", newTemplate(ctx, "e2e-upgrade"), 5*time.Second)
 		Eventually(func() string {
@@ -355,6 +360,11 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
 			return nhc.Status.HealthyNodes
 		}).WithTimeout(10*time.Second).Should(HaveValue(Equal(2)), "the operator saw the node fail")
+		touch := func() {
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.medik8s.io/touched":"%d"}}}`, time.Now().UnixNano())
+			Expect(k8s.Patch(ctx, nhc, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		}
+		testutil.DecidedAfter(30*time.Second, touch, remediationDecisions(metrics, nhc.Name), "the remediation controller decided after the node failed")
 		Consistently(crExists(ctx, nodes[2])).WithTimeout(10*time.Second).Should(BeFalse(), "no remediation during the upgrade")
 		Expect(phase(ctx, nhc)()).To(Equal(remediationv1alpha1.PhasePaused))
 
@@ -364,6 +374,22 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeFalse())
 	})
 })
+
+// remediationDecisions returns a function reading, from the manager's metrics, how many decisions
+// of the NodeHealthCheck its remediation controller has carried out (remediation.MetricDecisions),
+// 0 before the first.
+func remediationDecisions(metrics func() string, nhc string) func() float64 {
+	series := regexp.MustCompile(`(?m)^` + remediation.MetricDecisions + `\{nhc="` + regexp.QuoteMeta(nhc) + `"\} (\S+)$`)
+	return func() float64 {
+		m := series.FindStringSubmatch(metrics())
+		if m == nil {
+			return 0
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		Expect(err).NotTo(HaveOccurred())
+		return v
+	}
+}
 
 // crDetails lists the node's TestRemediation CRs: template name -> the CR.
 func crDetails(ctx context.Context, node string) map[string]unstructured.Unstructured {

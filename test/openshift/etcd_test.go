@@ -72,6 +72,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("is Ready=Unknown")))
+		e.RemediationDecided(ctx, n)
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
@@ -83,6 +84,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
+		e.RemediationDecided(ctx, n)
 		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(lease.EtcdNamespace))).To(Succeed())

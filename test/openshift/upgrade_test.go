@@ -111,6 +111,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
+		e.RemediationDecided(ctx, n)
 		Consistently(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(crsOf(ctx, running.Name)()).To(HaveLen(1), "the running remediation continues")
 		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
@@ -140,6 +141,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
 			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
 			HaveField("Message", ContainSubstring(updatingSick.Name))))
+		e.RemediationDecided(ctx, n)
 		Consistently(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(crsOf(ctx, nodes[3].Name)()).To(HaveLen(1), "the running remediation continues")
 
@@ -162,6 +164,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, nodes[2])
 		e.SeenHealthy(ctx, n, 2)
+		e.RemediationDecided(ctx, n)
 		Consistently(crsOf(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 

@@ -39,6 +39,7 @@ var _ = Describe("Cluster API MachineHealthChecks", func() {
 		Expect(c).NotTo(BeNil())
 		Expect(c.Message).To(ContainSubstring("%s/%s (1 node(s))", mhc.GetNamespace(), mhc.GetName()))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonConflictingMachineHealthCheck))
+		e.RemediationDecided(ctx, n)
 		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// kubectl nhc explain finds the coverage itself and agrees.
 		d, _ := explained(ctx, n).Node(sick.Name)

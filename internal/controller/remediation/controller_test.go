@@ -211,6 +211,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		// controller did.
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.SeenHealthy(ctx, second, 4)
+		e.RemediationDecided(ctx, second)
 		Consistently(func() int {
 			n := 0
 			for _, r := range e.Events(ctx, second.Name)() {

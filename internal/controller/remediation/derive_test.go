@@ -377,6 +377,7 @@ var _ = Describe("A control-plane CR of a node that is gone", func() {
 		Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1)) // it works, and workers are not held
 		e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("control-plane node " + gone.Name))
+		e.RemediationDecided(ctx, n)
 		Consistently(testCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		release(ctx)

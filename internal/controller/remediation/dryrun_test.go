@@ -91,6 +91,7 @@ var _ = Describe("Dry-run", func() {
 		Eventually(simulated(ctx, dry, b[0].Name)).Should(
 			ConsistOf(HaveField("Template", steps[0].RemediationTemplate)))
 		same("ContinueRemediation ", "no action", "no action", "no action")
+		e.RemediationDecided(ctx, dry)
 		Consistently(stepCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(nodeLease(ctx, b[0].Name)()).To(BeNil(), "dry-run takes no lease")
 		Expect(nodeLease(ctx, a[0].Name)()).NotTo(BeNil())
@@ -131,6 +132,9 @@ var _ = Describe("Dry-run", func() {
 		}
 		e.Step(ctx, 5*time.Minute)
 		same("ContinueRemediation HealthyNodeThreshold", "Skip HealthyNodeThreshold", "Skip HealthyNodeThreshold", "no action")
+		// (same decides from the API server; the status listing a[1] shows the shared cache has it.)
+		Eventually(heldBack(ctx, active, a[1].Name)).Should(BeTrue())
+		e.RemediationDecided(ctx, active)
 		Consistently(stepCRs(ctx, a[1].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		annotations := func(cr unstructured.Unstructured) map[string]string { return cr.GetAnnotations() }
 		Expect(stepCRs(ctx, a[0].Name)()).To(HaveExactElements(
@@ -155,6 +159,7 @@ var _ = Describe("Dry-run", func() {
 		e.SetReady(ctx, b[3], corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
 		Eventually(entryOf(ctx, dry, b[3].Name)).Should(HaveField("DryRunRemediations", HaveLen(1)))
+		e.RemediationDecided(ctx, dry)
 		Consistently(stepCRs(ctx, b[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		stored := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(dry), stored)).To(Succeed())

@@ -47,12 +47,14 @@ var _ = Describe("Nodes coming back after an outage", func() {
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(
 			ContainSubstring("3 of 4 selected nodes are healthy, 3 required, but 2 of them came back less than 1m0s ago"),
 			ContainSubstring(nodes[0].Name)))
+		e.RemediationDecided(ctx, n)
 		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(heldBack(ctx, n, nodes[0].Name)()).To(BeTrue(), "listed without remediations")
 
 		// Half the grace later it still waits; once both have been back for the grace, it is
 		// remediated.
 		e.Step(ctx, returnGrace/2)
+		e.RemediationDecided(ctx, n)
 		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, returnGrace/2)
 		Eventually(testCRs(ctx, nodes[0].Name)).Should(HaveLen(1))

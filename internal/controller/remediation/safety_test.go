@@ -74,6 +74,7 @@ var _ = Describe("Safety rules", func() {
 
 		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
 		Eventually(crCount).Should(Equal(1))
+		e.RemediationDecided(ctx, n)
 		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
 		first, second := cps[0], cps[1]
 		if len(testCRs(ctx, first.Name)()) == 0 {
