@@ -336,12 +336,10 @@ func reconciles() float64 {
 // its reconcile count.
 func settledReconciles() float64 {
 	var settled float64
-	Eventually(func() bool {
-		before := reconciles()
-		time.Sleep(500 * time.Millisecond)
+	Eventually(func(g Gomega) {
 		settled = reconciles()
-		return settled == before
-	}).WithTimeout(30*time.Second).Should(BeTrue(), "the nhc controller keeps reconciling")
+		g.Consistently(reconciles).WithTimeout(500 * time.Millisecond).Should(Equal(settled))
+	}).WithTimeout(30*time.Second).Should(Succeed(), "the nhc controller keeps reconciling")
 	return settled
 }
 
