@@ -230,23 +230,6 @@ func multiTemplates(ctx context.Context, names ...string) []string {
 	return names
 }
 
-// crsOf lists the node's TestRemediation CRs (generated names with multiple-templates support).
-func crsOf(ctx context.Context, node string) func() []string {
-	return func() []string {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion("test.medik8s.io/v1alpha1")
-		list.SetKind("TestRemediationList")
-		Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
-		var out []string
-		for _, cr := range list.Items {
-			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-				out = append(out, cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation])
-			}
-		}
-		return out
-	}
-}
-
 var _ = Describe("Simulated nodes and escalation", func() {
 	It("escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-escalation"}})
@@ -267,11 +250,11 @@ var _ = Describe("Simulated nodes and escalation", func() {
 		DeferCleanup(deleteNHC, nhc)
 
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ContainElement(templates[0]))
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, ContainElement(templates[0])))
 		// The first remediator reports Succeeded=False: the second step starts long before its 5m timeout.
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ConsistOf(templates[0], templates[1]))
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, ConsistOf(templates[0], templates[1])))
 		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second remediator brings it back")
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(BeEmpty())
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, BeEmpty()))
 		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
 	})
 })
@@ -393,17 +376,11 @@ func remediationDecisions(metrics func() string, nhc string) func() float64 {
 
 // crDetails lists the node's TestRemediation CRs: template name -> the CR.
 func crDetails(ctx context.Context, node string) map[string]unstructured.Unstructured {
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("test.medik8s.io/v1alpha1")
-	list.SetKind("TestRemediationList")
-	Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
 	out := map[string]unstructured.Unstructured{}
-	for _, cr := range list.Items {
-		if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-			template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
-			Expect(out).NotTo(HaveKey(template), "a duplicate CR for node %s and template %s", node, template)
-			out[template] = cr
-		}
+	for _, cr := range testutil.NodeCRs(ctx, k8s, node, testutil.TestRemediationKind)() {
+		template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+		Expect(out).NotTo(HaveKey(template), "a duplicate CR for node %s and template %s", node, template)
+		out[template] = cr
 	}
 	return out
 }

@@ -110,13 +110,11 @@ func failsWithClaim(ctx context.Context, link func(node *corev1.Node)) (*remedia
 	n := e.NewNHC(ctx, group)
 	e.SeenHealthy(ctx, n, 3)
 	e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
-	Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
-	return n, node, testCRs(ctx, node.Name)()[0]
+	Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
+	return n, node, e.TestCRs(ctx, node.Name)()[0]
 }
 
 var _ = Describe("Machine links", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	It("a node that names another node's control-plane Machine gets a CR without that owner, not labelled control-plane, and an event says why, once", func(ctx SpecContext) {
 		cp := e.NewNode(ctx, e.Unique("cp"), corev1.ConditionTrue, time.Hour)
 		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
@@ -137,9 +135,9 @@ var _ = Describe("Machine links", func() {
 		// remediation controller read the claim again. A second event would be a series (the recorder
 		// merges events of one reason, action and objects).
 		e.SetReady(ctx, node, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, node.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, node.Name)).Should(BeEmpty())
 		e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, node.Name)).Should(ConsistOf(WithTransform(func(u unstructured.Unstructured) bool { return u.GetUID() != cr.GetUID() }, BeTrue())))
+		Eventually(e.TestCRs(ctx, node.Name)).Should(ConsistOf(WithTransform(func(u unstructured.Unstructured) bool { return u.GetUID() != cr.GetUID() }, BeTrue())))
 		Consistently(linkEvents(ctx, n, node.Name)).WithTimeout(time.Second).Should(ConsistOf(HaveField("Series", BeNil())))
 	})
 
@@ -209,18 +207,18 @@ var _ = Describe("Machine links", func() {
 			e.SeenHealthy(ctx, n, 6)
 
 			e.SetReady(ctx, byMachine, corev1.ConditionUnknown, time.Hour)
-			Eventually(testCRs(ctx, byMachine.Name)).Should(HaveLen(1))
-			Expect(testCRs(ctx, byMachine.Name)()[0].GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
+			Eventually(e.TestCRs(ctx, byMachine.Name)).Should(HaveLen(1))
+			Expect(e.TestCRs(ctx, byMachine.Name)()[0].GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
 			// The control-plane node fails, then a worker: the worker's CR shows the remediation
 			// controller decided after both failed.
 			e.SetReady(ctx, byLabel, corev1.ConditionUnknown, time.Hour)
 			e.SetReady(ctx, worker, corev1.ConditionUnknown, time.Hour)
-			Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1))
-			Consistently(testCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time")
+			Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1))
+			Consistently(e.TestCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time")
 			Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("control-plane node " + byMachine.Name))
 
 			e.SetReady(ctx, byMachine, corev1.ConditionTrue, 0)
-			Eventually(testCRs(ctx, byLabel.Name)).Should(HaveLen(1))
+			Eventually(e.TestCRs(ctx, byLabel.Name)).Should(HaveLen(1))
 		},
 		Entry("Cluster API: the control-plane label and a KubeadmControlPlane owner", clusterAPIMachine),
 		Entry("OpenShift: the master role label", openShiftMachine),
@@ -250,14 +248,14 @@ var _ = Describe("Machine links", func() {
 		e.SeenHealthy(ctx, nhcs[1], 4)
 
 		e.SetReady(ctx, byMachine, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, byMachine.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, byMachine.Name)).Should(HaveLen(1))
 		e.SetReady(ctx, byLabel, corev1.ConditionUnknown, time.Hour)
 		e.SetReady(ctx, worker, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1), "the remediation controller decided after both failed")
-		Consistently(testCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time, across NodeHealthChecks")
+		Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1), "the remediation controller decided after both failed")
+		Consistently(e.TestCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time, across NodeHealthChecks")
 		Eventually(func() string { return e.Status(ctx, nhcs[1])().Reason }).Should(ContainSubstring("control-plane node " + byMachine.Name))
 
 		e.SetReady(ctx, byMachine, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, byLabel.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, byLabel.Name)).Should(HaveLen(1))
 	})
 })

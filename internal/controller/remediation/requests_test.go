@@ -22,8 +22,6 @@ import (
 const maxRequestsPerFailure = 6
 
 var _ = Describe("API requests per failure", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	It(fmt.Sprintf("a node that fails costs at most %d API requests, events included, until status lists its CR", maxRequestsPerFailure), func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
@@ -69,7 +67,7 @@ var _ = Describe("API requests per failure", func() {
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, 0)
 		Eventually(func() *int { return e.Status(ctx, n)().HealthyNodes }).Should(HaveValue(Equal(3)))
 		e.Step(ctx, 5*time.Minute)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(func() int {
 			u := entryOf(ctx, n, sick.Name)()
 			if u == nil {
