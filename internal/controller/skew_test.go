@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
@@ -33,24 +31,13 @@ func (c *shiftedClock) shift(d time.Duration)           { c.offset.Store(int64(d
 // The whole operator (both controllers, one manager) with its clock skew monitor on the manager's
 // transport, as cmd/manager runs it, and a clock the specs shift both ways.
 var (
-	e     *testutil.ControllerEnv
 	clk   = &shiftedClock{}
-	skew  *clockskew.Monitor
 	bound = 10 * time.Second
-)
-
-func TestControllersUnderClockSkew(t *testing.T) {
-	RegisterFailHandler(Fail)
-	RunSpecs(t, "clock skew suite")
-}
-
-var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(15 * time.Second)
-	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	skew = clockskew.New(clk, bound)
-	e = testutil.StartControllersWithOptions(testutil.EnvOptions{ManagerTransport: skew.Wrap}, controller.ConfigureManager,
-		func(mgr ctrl.Manager, _ *clocktesting.FakeClock) error {
+	skew  = clockskew.New(clk, bound)
+	e     = testutil.ControllerSuite(testutil.SuiteOptions{
+		EnvOptions: testutil.EnvOptions{ManagerTransport: skew.Wrap},
+		Configure:  controller.ConfigureManager,
+		Setup: func(mgr ctrl.Manager, _ *clocktesting.FakeClock) error {
 			probe, err := clockskew.NewProbe(skew, mgr.GetConfig())
 			if err != nil {
 				return err
@@ -60,10 +47,14 @@ var _ = BeforeSuite(func() {
 				return err
 			}
 			return controller.SetupWithManager(mgr, controller.Options{Clock: clk, ClockSkew: skew})
-		})
-})
+		},
+	})
+)
 
-var _ = AfterSuite(func() { e.Stop() })
+func TestControllersUnderClockSkew(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "clock skew suite")
+}
 
 // skewCondition returns the NodeHealthCheck's ClockSkewExceeded condition.
 func skewCondition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() *metav1.Condition {

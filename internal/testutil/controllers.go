@@ -48,14 +48,8 @@ type ControllerEnv struct {
 // GroupLabel labels the nodes of one spec, so each NodeHealthCheck selects only its own.
 const GroupLabel = "test.medik8s.io/group"
 
-// StartControllers starts a control plane and a manager configured by configure (the production
-// manager options) and set up by setup (the controllers under test, given the fake clock).
-func StartControllers(configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
-	return StartControllersWithCRDs(nil, configure, setup)
-}
-
-// StartControllersWithCRDs is StartControllers with CRDs from more folders installed, for example
-// OpenShift's.
+// StartControllersWithCRDs is StartControllersWithOptions with CRDs from more folders installed,
+// for example OpenShift's.
 func StartControllersWithCRDs(crdDirs []string, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
 	return StartControllersWithOptions(EnvOptions{CRDDirs: crdDirs}, configure, setup)
 }
@@ -75,10 +69,18 @@ type EnvOptions struct {
 	ManagerTransport func(http.RoundTripper) http.RoundTripper
 }
 
-// StartControllersWithOptions is StartControllers on a control plane set up by o.
+// StartControllersWithOptions starts a control plane set up by o and a manager configured by
+// configure (the production manager options) and set up by setup (the controllers under test,
+// given the fake clock). A suite declares it once with ControllerSuite.
 func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
+	e := &ControllerEnv{}
+	e.start(o, configure, setup)
+	return e
+}
+
+func (e *ControllerEnv) start(o EnvOptions, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) {
 	Expect(CheckAssets()).To(Succeed())
-	e := &ControllerEnv{Scheme: runtime.NewScheme()}
+	e.Scheme = runtime.NewScheme()
 	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
 	Expect(remediationv1alpha1.AddToScheme(e.Scheme)).To(Succeed())
 	Expect(apiextensionsv1.AddToScheme(e.Scheme)).To(Succeed())
@@ -112,7 +114,6 @@ func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), se
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	go collectGarbage(ctx, e.K8s, 200*time.Millisecond)
-	return e
 }
 
 // Stop stops the manager and the control plane.
@@ -123,7 +124,9 @@ func (e *ControllerEnv) Stop() {
 	if e.cancel != nil {
 		e.cancel()
 	}
-	Expect(e.Env.Stop()).To(Succeed())
+	if e.Env != nil {
+		Expect(e.Env.Stop()).To(Succeed())
+	}
 }
 
 // Unique returns a name no other spec uses.
@@ -243,15 +246,6 @@ func (e *ControllerEnv) Status(ctx context.Context, n *remediationv1alpha1.NodeH
 	}
 }
 
-// SeenHealthy waits until the NodeHealthCheck's status counts that many healthy nodes. The status is
-// written from the cache all controllers share, after the node changes made so far, so a
-// Consistently that a node made unhealthy gets nothing follows it: then it cannot pass only because
-// no controller has looked at the node yet.
-func (e *ControllerEnv) SeenHealthy(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, healthy int) {
-	GinkgoHelper()
-	Eventually(e.Status(ctx, n)).Should(HaveField("HealthyNodes", HaveValue(Equal(healthy))), "the controllers saw the node changes")
-}
-
 // Listed returns the names in status.unhealthyNodes.
 func Listed(st remediationv1alpha1.NodeHealthCheckStatus) []string {
 	var names []string
@@ -306,27 +300,4 @@ func (e *ControllerEnv) EventNotes(ctx context.Context, regarding, reason string
 		}
 		return notes
 	}
-}
-
-// CRsOf returns a function listing the remediation CRs of the kind (apiVersion, kind) in
-// TemplateNamespace for the node, for Eventually.
-func (e *ControllerEnv) CRsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
-	return func() []unstructured.Unstructured {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion(apiVersion)
-		list.SetKind(kind + "List")
-		Expect(e.K8s.List(ctx, list, client.InNamespace(TemplateNamespace))).To(Succeed())
-		var out []unstructured.Unstructured
-		for _, cr := range list.Items {
-			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-				out = append(out, cr)
-			}
-		}
-		return out
-	}
-}
-
-// TestCRs lists the node's TestRemediations (see CRsOf).
-func (e *ControllerEnv) TestCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return e.CRsOf(ctx, "test.medik8s.io/v1alpha1", "TestRemediation", node)
 }

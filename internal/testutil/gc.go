@@ -14,11 +14,7 @@ import (
 )
 
 // remediationKinds are the remediation CR kinds of the test remediators (test/crds).
-var remediationKinds = []schema.GroupVersionKind{
-	{Group: "test.medik8s.io", Version: "v1alpha1", Kind: "TestRemediation"},
-	{Group: "test.medik8s.io", Version: "v1alpha1", Kind: "ClusterTestRemediation"},
-	{Group: "self-node-remediation.medik8s.io", Version: "v1alpha1", Kind: "SelfNodeRemediation"},
-}
+var remediationKinds = []schema.GroupVersionKind{TestRemediationKind, ClusterTestRemediationKind, SelfNodeRemediationKind}
 
 // collectGarbage stands in for the garbage collector, which envtest does not run: every interval it
 // deletes the remediation CRs whose NodeHealthCheck owners are all gone, as a cluster would. Without

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +32,9 @@ import (
 var (
 	snrKind  = [2]string{"self-node-remediation.medik8s.io/v1alpha1", "SelfNodeRemediation"}
 	testKind = [2]string{"test.medik8s.io/v1alpha1", "TestRemediation"}
+	// crKinds are both, SelfNodeRemediation (the first escalation step here) first: CRs created
+	// within one second are listed in this order.
+	crKinds = []schema.GroupVersionKind{testutil.SelfNodeRemediationKind, testutil.TestRemediationKind}
 )
 
 // The steps of docs/migration.md on a real API server. The cluster is left as the public operator
@@ -317,7 +321,8 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	// its timer starts now too (not at the mark, not at the lease's acquisition).
 	var longNext unstructured.Unstructured
 	g.Eventually(func(g gomega.Gomega) {
-		crs := crsOf(ctx, g, k, "long-marked")
+		crs, err := testutil.ListCRs(ctx, k, "", "long-marked", crKinds...)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(crs).To(gomega.HaveLen(2))
 		g.Expect(crs[1].GetKind()).To(gomega.Equal(testKind[1]))
 		longNext = crs[1]
@@ -357,7 +362,8 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	// only: the next step's CR is created, the timed-out one is marked, kept, and not recreated.
 	var next unstructured.Unstructured
 	g.Eventually(func(g gomega.Gomega) {
-		crs := crsOf(ctx, g, k, "esc-step1")
+		crs, err := testutil.ListCRs(ctx, k, "", "esc-step1", crKinds...)
+		g.Expect(err).NotTo(gomega.HaveOccurred())
 		g.Expect(crs).To(gomega.HaveLen(2))
 		g.Expect(crs[0].GetUID()).To(gomega.Equal(runningStep.GetUID()))
 		g.Expect(crs[0].GetAnnotations()).To(gomega.HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
@@ -500,41 +506,10 @@ func setReady(ctx context.Context, g *gomega.WithT, k client.Client, n *corev1.N
 	g.ExpectWithOffset(1, k.Status().Patch(ctx, n, client.MergeFrom(base))).To(gomega.Succeed())
 }
 
-// crsOf lists the node's remediation CRs of both kinds, oldest first (the first escalation step
-// first within one second).
-func crsOf(ctx context.Context, g gomega.Gomega, k client.Client, node string) []unstructured.Unstructured {
-	all, err := remediationCRs(ctx, k)
-	g.ExpectWithOffset(1, err).NotTo(gomega.HaveOccurred())
-	var out []unstructured.Unstructured
-	for _, cr := range all {
-		if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-			out = append(out, cr)
-		}
-	}
-	return out
-}
-
-// remediationCRs lists every CR of both kinds, oldest first; within one second, SelfNodeRemediation
-// (the first escalation step here) first.
-func remediationCRs(ctx context.Context, k client.Client) ([]unstructured.Unstructured, error) {
-	var all []unstructured.Unstructured
-	for _, kind := range [][2]string{snrKind, testKind} {
-		list := newList(kind[0], kind[1])
-		if err := k.List(ctx, list); err != nil {
-			return nil, err
-		}
-		all = append(all, list.Items...)
-	}
-	slices.SortStableFunc(all, func(a, b unstructured.Unstructured) int {
-		return a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time)
-	})
-	return all, nil
-}
-
 // crUIDsByNode maps each node (by the node-name annotation, the CR name when it is missing) to the
 // UIDs of its remediation CRs, oldest first.
 func crUIDsByNode(ctx context.Context, k client.Client) (map[string][]types.UID, error) {
-	all, err := remediationCRs(ctx, k)
+	all, err := testutil.ListCRs(ctx, k, "", "", crKinds...)
 	if err != nil {
 		return nil, err
 	}

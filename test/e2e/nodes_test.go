@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,10 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -141,7 +145,7 @@ func eventReasons(ctx context.Context, regarding string) func() []string {
 }
 
 var _ = Describe("Simulated nodes that really fail", func() {
-	It("1. remediates a worker whose heartbeats stop, and steps back when the remediator brings it back", func(ctx SpecContext) {
+	It("remediates a worker whose heartbeats stop, and steps back when the remediator brings it back", func(ctx SpecContext) {
 		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-nodes"}})
 		metrics := scraper(ctx, m, "e2e-s1-metrics")
 		nodes := simulatedNodes(ctx, "s1", 3)
@@ -172,7 +176,7 @@ var _ = Describe("Simulated nodes that really fail", func() {
 			unknownAfter.Round(time.Second), remediatedAfter.Round(time.Second), time.Since(start).Round(time.Second)))
 	})
 
-	It("3. remediates nothing when too many nodes fail at once, and says why", func(ctx SpecContext) {
+	It("remediates nothing when too many nodes fail at once, and says why", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-mass"}})
 		nodes := simulatedNodes(ctx, "s3", 10)
 		// kwok renews each node's lease every 10s, so nodes that stop together are noticed up to 10s
@@ -226,25 +230,8 @@ func multiTemplates(ctx context.Context, names ...string) []string {
 	return names
 }
 
-// crsOf lists the node's TestRemediation CRs (generated names with multiple-templates support).
-func crsOf(ctx context.Context, node string) func() []string {
-	return func() []string {
-		list := &unstructured.UnstructuredList{}
-		list.SetAPIVersion("test.medik8s.io/v1alpha1")
-		list.SetKind("TestRemediationList")
-		Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
-		var out []string
-		for _, cr := range list.Items {
-			if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-				out = append(out, cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation])
-			}
-		}
-		return out
-	}
-}
-
 var _ = Describe("Simulated nodes and escalation", func() {
-	It("2. escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
+	It("escalates when the first remediator fails, and removes both CRs when the node is back", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-escalation"}})
 		nodes := simulatedNodes(ctx, "s2", 3)
 		templates := multiTemplates(ctx, "e2e-soft-reboot", "e2e-hard-reboot")
@@ -263,11 +250,11 @@ var _ = Describe("Simulated nodes and escalation", func() {
 		DeferCleanup(deleteNHC, nhc)
 
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ContainElement(templates[0]))
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, ContainElement(templates[0])))
 		// The first remediator reports Succeeded=False: the second step starts long before its 5m timeout.
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(ConsistOf(templates[0], templates[1]))
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, ConsistOf(templates[0], templates[1])))
 		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second remediator brings it back")
-		Eventually(crsOf(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(BeEmpty())
+		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, BeEmpty()))
 		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
 	})
 })
@@ -281,7 +268,7 @@ func kubectl(stdin string, args ...string) (string, error) {
 }
 
 var _ = Describe("Simulated nodes and admission", func() {
-	It("5. refuses an invalid NodeHealthCheck naming the field, and its deletion during a running remediation", func(ctx SpecContext) {
+	It("refuses an invalid NodeHealthCheck naming the field, and its deletion during a running remediation", func(ctx SpecContext) {
 		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-admission"}})
 		out, err := kubectl(`apiVersion: remediation.medik8s.io/v1alpha1
 kind: NodeHealthCheck
@@ -319,7 +306,7 @@ spec:
 })
 
 var _ = Describe("Simulated nodes during an upgrade", func() {
-	It("4. holds a failing node while the ClusterVersion is progressing, and remediates it when the upgrade ends", func(ctx SpecContext) {
+	It("holds a failing node while the ClusterVersion is progressing, and remediates it when the upgrade ends", func(ctx SpecContext) {
 		raw, err := os.ReadFile(testutil.Path("test", "crds", "openshift", "clusterversions.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		crd := &apiextensionsv1.CustomResourceDefinition{}
@@ -341,7 +328,8 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 		}
 		progressing("True")
 
-		startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-upgrade"}})
+		m := startManager(localcluster.ManagerOptions{Args: []string{"--leader-election-id=e2e-upgrade"}})
+		metrics := scraper(ctx, m, "e2e-s4-metrics")
 		nodes := simulatedNodes(ctx, "s4", 3)
 		nhc := groupNHC(ctx, "s4", newTemplate(ctx, "e2e-upgrade"), 5*time.Second)
 		Eventually(func() string {
@@ -355,6 +343,11 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), nhc)).To(Succeed())
 			return nhc.Status.HealthyNodes
 		}).WithTimeout(10*time.Second).Should(HaveValue(Equal(2)), "the operator saw the node fail")
+		touch := func() {
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.medik8s.io/touched":"%d"}}}`, time.Now().UnixNano())
+			Expect(k8s.Patch(ctx, nhc, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		}
+		testutil.DecidedAfter(30*time.Second, touch, remediationDecisions(metrics, nhc.Name), "the remediation controller decided after the node failed")
 		Consistently(crExists(ctx, nodes[2])).WithTimeout(10*time.Second).Should(BeFalse(), "no remediation during the upgrade")
 		Expect(phase(ctx, nhc)()).To(Equal(remediationv1alpha1.PhasePaused))
 
@@ -365,25 +358,35 @@ var _ = Describe("Simulated nodes during an upgrade", func() {
 	})
 })
 
+// remediationDecisions returns a function reading, from the manager's metrics, how many decisions
+// of the NodeHealthCheck its remediation controller has carried out (remediation.MetricDecisions),
+// 0 before the first.
+func remediationDecisions(metrics func() string, nhc string) func() float64 {
+	series := regexp.MustCompile(`(?m)^` + remediation.MetricDecisions + `\{nhc="` + regexp.QuoteMeta(nhc) + `"\} (\S+)$`)
+	return func() float64 {
+		m := series.FindStringSubmatch(metrics())
+		if m == nil {
+			return 0
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		Expect(err).NotTo(HaveOccurred())
+		return v
+	}
+}
+
 // crDetails lists the node's TestRemediation CRs: template name -> the CR.
 func crDetails(ctx context.Context, node string) map[string]unstructured.Unstructured {
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("test.medik8s.io/v1alpha1")
-	list.SetKind("TestRemediationList")
-	Expect(k8s.List(ctx, list, client.InNamespace(testutil.TemplateNamespace))).To(Succeed())
 	out := map[string]unstructured.Unstructured{}
-	for _, cr := range list.Items {
-		if cr.GetAnnotations()[remediationv1alpha1.NodeNameAnnotation] == node {
-			template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
-			Expect(out).NotTo(HaveKey(template), "a duplicate CR for node %s and template %s", node, template)
-			out[template] = cr
-		}
+	for _, cr := range testutil.NodeCRs(ctx, k8s, node, testutil.TestRemediationKind)() {
+		template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
+		Expect(out).NotTo(HaveKey(template), "a duplicate CR for node %s and template %s", node, template)
+		out[template] = cr
 	}
 	return out
 }
 
 var _ = Describe("Simulated nodes and failover", func() {
-	It("6. a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
+	It("a standby takes over within 20s of kill -9 of the leader, without duplicate CRs and with the escalation clock unchanged", func(ctx SpecContext) {
 		const id = "e2e-failover"
 		holder := leaseHolder(ctx, id)
 		// A shorter lease than the default 15s, so that a crashed leader is replaced well within 20s.

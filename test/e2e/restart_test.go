@@ -26,7 +26,7 @@ func startPod(o localcluster.ManagerOptions) *localcluster.Pod {
 }
 
 var _ = Describe("Simulated nodes and an API server restart", func() {
-	It("7. the operator rides out an API server restart: no crash loop, no remediation lost or duplicated", func(ctx SpecContext) {
+	It("the operator rides out an API server restart: no crash loop, no remediation lost or duplicated", func(ctx SpecContext) {
 		// The chart's two replicas, each restarted by its "kubelet" if it exits.
 		const id = "e2e-restart"
 		replicas := []*localcluster.Pod{

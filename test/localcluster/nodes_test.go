@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,8 +49,14 @@ func TestSimulatedNodesRecordTransitions(t *testing.T) {
 	if returned.LastTransitionTime.Before(&metav1.Time{Time: back}) {
 		t.Fatalf("Ready=True again since %s: before heartbeats resumed at %s (the creation time is %s)", returned.LastTransitionTime, back, created)
 	}
-	// Heartbeats keep it.
-	time.Sleep(2 * time.Second)
+	// Heartbeats keep it: kwok renews the node's Lease (the heartbeat the node lifecycle controller
+	// reads) after the Ready condition was read, and the condition's lastTransitionTime stays.
+	read := time.Now()
+	eventually(t, "a heartbeat after the node is Ready again", func() bool {
+		l := &coordinationv1.Lease{}
+		err := k.Get(ctx, client.ObjectKey{Namespace: corev1.NamespaceNodeLease, Name: "transitions"}, l)
+		return err == nil && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(read)
+	})
 	if again := readyCondition(ctx, t, k); !again.LastTransitionTime.Equal(&returned.LastTransitionTime) {
 		t.Fatalf("lastTransitionTime moved from %s to %s while the node stayed Ready", returned.LastTransitionTime, again.LastTransitionTime)
 	}

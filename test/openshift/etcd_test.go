@@ -24,18 +24,18 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(lease.EtcdNamespace))).To(Succeed())
 	})
 
-	It("4. remediates when the etcd disruption budget allows a disruption", func(ctx SpecContext) {
+	It("remediates when the etcd disruption budget allows a disruption", func(ctx SpecContext) {
 		etcdBudget(ctx, 1)
 		_, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, true) })
-		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. waits while the budget allows none and the node's guard pod is ready, and retries in a minute", func(ctx SpecContext) {
+	It("waits while the budget allows none and the node's guard pod is ready, and retries in a minute", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
 		var pod *corev1.Pod
 		n, cp := unhealthyControlPlane(ctx, func(node string) { pod = guardPod(ctx, node, true) })
 		heldByEtcdGuard(ctx, n.Name, cp.Name)
-		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// Status tells what runs: the node listed without remediations, not Remediating, and why.
 		Eventually(e.Status(ctx, n)).Should(And(
 			HaveField("Phase", remediationv1alpha1.PhaseEnabled),
@@ -48,22 +48,22 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		setPodReady(ctx, pod, false)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
-		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. remediates when the node's guard pod is not ready (its etcd member is already down)", func(ctx SpecContext) {
+	It("remediates when the node's guard pod is not ready (its etcd member is already down)", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
 		_, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, false) })
-		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. remediates when the budget allows none and the node has no guard pod (no etcd member there), as medik8s/common does", func(ctx SpecContext) {
+	It("remediates when the budget allows none and the node has no guard pod (no etcd member there), as medik8s/common does", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
 		_, cp := unhealthyControlPlane(ctx, func(string) {})
-		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. waits while the node's guard pod is Ready=Unknown: its member may still count for quorum", func(ctx SpecContext) {
+	It("waits while the node's guard pod is Ready=Unknown: its member may still count for quorum", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
 		var pod *corev1.Pod
 		n, cp := unhealthyControlPlane(ctx, func(node string) { pod = guardPod(ctx, node, true) })
@@ -72,10 +72,11 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("is Ready=Unknown")))
-		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
-	It("4. waits while openshift-etcd holds no disruption budget, or more than one, and remediates once there is exactly one that allows it", func(ctx SpecContext) {
+	It("waits while openshift-etcd holds no disruption budget, or more than one, and remediates once there is exactly one that allows it", func(ctx SpecContext) {
 		n, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, true) })
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 0 PodDisruptionBudgets")))
 		etcdBudget(ctx, 0) // alone, with the node's guard pod ready: held too
@@ -83,16 +84,17 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
-		Consistently(crsOf(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		Expect(e.K8s.DeleteAllOf(ctx, &policyv1.PodDisruptionBudget{}, client.InNamespace(lease.EtcdNamespace))).To(Succeed())
 		etcdBudget(ctx, 1)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
-		Eventually(crsOf(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 
-	It("4. waits for a worker-labelled node whose verified Machine is a control-plane Machine", func(ctx SpecContext) {
+	It("waits for a worker-labelled node whose verified Machine is a control-plane Machine", func(ctx SpecContext) {
 		etcdBudget(ctx, 0)
 		group := e.Unique("g")
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -112,7 +114,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
 		n := e.NewNHC(ctx, group)
 		heldByEtcdGuard(ctx, n.Name, node.Name)
-		Consistently(crsOf(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
 	It("leaves worker nodes alone", func(ctx SpecContext) {
@@ -122,7 +124,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		e.NewNode(ctx, group, "True", time.Hour)
 		worker := e.NewNode(ctx, group, "Unknown", time.Hour)
 		e.NewNHC(ctx, group)
-		Eventually(crsOf(ctx, worker.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1))
 	})
 })
 

@@ -13,13 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
@@ -30,30 +27,25 @@ import (
 )
 
 var (
-	e *testutil.ControllerEnv
 	// gate is the controllers' upgrade gate, so that specs can wait until it has seen a change.
 	gate = upgrade.NewGate(false)
+	e    = testutil.ControllerSuite(testutil.SuiteOptions{
+		EnvOptions: testutil.EnvOptions{
+			CRDDirs: []string{testutil.Path("test", "crds", "openshift")},
+			BeforeStart: func(ctx context.Context, k8s client.Client) {
+				Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.EtcdNamespace}})).To(Succeed())
+			},
+		},
+		Configure: controller.ConfigureManager,
+		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate})
+		},
+	})
 )
 
 func TestOpenShift(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "OpenShift suite")
-}
-
-var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(15 * time.Second)
-	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "openshift")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate})
-	})
-	Expect(e.K8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lease.EtcdNamespace}})).To(Succeed())
-})
-
-var _ = AfterSuite(func() { e.Stop() })
-
-func crsOf(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return e.TestCRs(ctx, node)
 }
 
 // etcdBudget creates the etcd guard PodDisruptionBudget allowing the given number of disruptions.

@@ -103,7 +103,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		n, nodes := workers(ctx, 5)
 		running, waiting := nodes[3], nodes[4]
 		sicken(ctx, running)
-		Eventually(crsOf(ctx, running.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
 
 		cv := clusterVersion(ctx, "True")
 		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
@@ -111,14 +111,15 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
-		Consistently(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(crsOf(ctx, running.Name)()).To(HaveLen(1), "the running remediation continues")
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.TestCRs(ctx, running.Name)()).To(HaveLen(1), "the running remediation continues")
 		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
-		Eventually(crsOf(ctx, running.Name)).Should(BeEmpty(), "and ends when its node recovers")
+		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty(), "and ends when its node recovers")
 		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhasePaused))
 
 		clusterVersion(ctx, "False")
-		Eventually(crsOf(ctx, waiting.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
 		Eventually(e.Events(ctx, cv.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
 	})
@@ -132,7 +133,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		By("a healthy node being updated holds nothing")
 		machineConfig(ctx, updatingHealthy, "rendered-worker-1", "rendered-worker-2")
 		sicken(ctx, nodes[3])
-		Eventually(crsOf(ctx, nodes[3].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 
 		By("an unhealthy node being updated holds new remediations")
 		machineConfig(ctx, updatingSick, "rendered-worker-1", "rendered-worker-2")
@@ -140,11 +141,12 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
 			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
 			HaveField("Message", ContainSubstring(updatingSick.Name))))
-		Consistently(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(crsOf(ctx, nodes[3].Name)()).To(HaveLen(1), "the running remediation continues")
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.TestCRs(ctx, nodes[3].Name)()).To(HaveLen(1), "the running remediation continues")
 
 		machineConfig(ctx, updatingSick, "rendered-worker-2", "rendered-worker-2")
-		Eventually(crsOf(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 	},
 		Entry("hosted control plane (External)", "External"),
 		Entry("self-hosted control plane (HighlyAvailable)", "HighlyAvailable"),
@@ -162,11 +164,12 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, nodes[2])
 		e.SeenHealthy(ctx, n, 2)
-		Consistently(crsOf(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 
 		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
-		Eventually(crsOf(ctx, nodes[2].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
 		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 
@@ -184,14 +187,14 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Expect(e.K8s.Status().Update(ctx, spot)).To(Succeed())
 		sicken(ctx, plain)
 
-		Eventually(crsOf(ctx, plain.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, plain.Name)).Should(HaveLen(1))
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring(spot.Name), ContainSubstring("termination-handler MachineHealthCheck")))
 		// As the public operator: the terminating node counts healthy and is not listed. (plain is
 		// listed with its CR, in the status write after the CR: nhc.DefaultStartWait.)
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(plain.Name))
 		st := e.Status(ctx, n)()
 		Expect(st.HealthyNodes).To(HaveValue(Equal(4)), "3 healthy workers and the terminating node")
-		Consistently(crsOf(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 })

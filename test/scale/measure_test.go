@@ -13,12 +13,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 
 // reconciles scrapes the manager's plain-HTTP metrics endpoint and returns
 // controller_runtime_reconcile_total summed by controller.
 func reconciles(ctx context.Context, metricsAddr string) (map[string]float64, error) {
+	return scrape(ctx, metricsAddr, "controller_runtime_reconcile_total", "controller")
+}
+
+// decisions scrapes how many decisions the manager's remediation controller has carried out for
+// each NodeHealthCheck (remediation.MetricDecisions), by name.
+func decisions(ctx context.Context, metricsAddr string) (map[string]float64, error) {
+	return scrape(ctx, metricsAddr, remediation.MetricDecisions, "nhc")
+}
+
+// scrape scrapes the manager's plain-HTTP metrics endpoint and returns the counter metric summed
+// by the label's value.
+func scrape(ctx context.Context, metricsAddr, metric, label string) (map[string]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metricsAddr+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -36,10 +49,10 @@ func reconciles(ctx context.Context, metricsAddr string) (map[string]float64, er
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "controller_runtime_reconcile_total{") {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
 		}
-		labels, value, ok := strings.Cut(strings.TrimPrefix(line, "controller_runtime_reconcile_total{"), "} ")
+		labels, value, ok := strings.Cut(strings.TrimPrefix(line, metric+"{"), "} ")
 		if !ok {
 			continue
 		}
@@ -47,7 +60,7 @@ func reconciles(ctx context.Context, metricsAddr string) (map[string]float64, er
 		if err != nil {
 			continue
 		}
-		out[labelValue(labels, "controller")] += v
+		out[labelValue(labels, label)] += v
 	}
 	return out, sc.Err()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -58,11 +59,18 @@ type observer struct {
 	// want and listedAt: when each NodeHealthCheck first listed every node of want[nhc].
 	want     map[string][]string
 	listedAt map[string]time.Time
+	// remediating are the nodes a NodeHealthCheck's status lists with remediations.
+	remediating map[string]bool
+	// noted is when an event of the reason related to the object (a node) was last added or updated.
+	noted map[eventKey]time.Time
 }
+
+type eventKey struct{ reason, related string }
 
 func newObserver() *observer {
 	return &observer{nodes: map[string]*nodeState{}, failing: map[string]bool{}, crs: map[string]bool{},
-		listed: map[string]map[string]bool{}, want: map[string][]string{}, listedAt: map[string]time.Time{}}
+		listed: map[string]map[string]bool{}, want: map[string][]string{}, listedAt: map[string]time.Time{},
+		remediating: map[string]bool{}, noted: map[eventKey]time.Time{}}
 }
 
 // start runs the informers until ctx ends and waits for their caches.
@@ -90,10 +98,17 @@ func (o *observer) start(ctx context.Context, cs kubernetes.Interface, dyn dynam
 		AddFunc:    func(obj any) { o.nhc(obj.(*unstructured.Unstructured)) },
 		UpdateFunc: func(_, obj any) { o.nhc(obj.(*unstructured.Unstructured)) },
 	})
+	evs := informers.NewSharedInformerFactory(cs, 0)
+	ei := evs.Events().V1().Events().Informer()
+	_, _ = ei.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.event(obj.(*eventsv1.Event)) },
+		UpdateFunc: func(_, obj any) { o.event(obj.(*eventsv1.Event)) },
+	})
 	nodes.Start(ctx.Done())
 	crs.Start(ctx.Done())
 	nhcs.Start(ctx.Done())
-	cache.WaitForCacheSync(ctx.Done(), ni.HasSynced, ci.HasSynced, hi.HasSynced)
+	evs.Start(ctx.Done())
+	cache.WaitForCacheSync(ctx.Done(), ni.HasSynced, ci.HasSynced, hi.HasSynced, ei.HasSynced)
 }
 
 func readyCondition(n *corev1.Node) (corev1.ConditionStatus, time.Time) {
@@ -145,17 +160,70 @@ func (o *observer) nhc(u *unstructured.Unstructured) {
 	now := time.Now()
 	list, _, _ := unstructured.NestedSlice(u.Object, "status", "unhealthyNodes")
 	names := map[string]bool{}
+	withCR := map[string]bool{}
 	for _, item := range list {
 		if m, ok := item.(map[string]any); ok {
 			if n, ok := m["name"].(string); ok {
 				names[n] = true
+				if r, _ := m["remediations"].([]any); len(r) > 0 {
+					withCR[n] = true
+				}
 			}
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	for n := range o.listed[u.GetName()] {
+		delete(o.remediating, n)
+	}
+	for n := range withCR {
+		o.remediating[n] = true
+	}
 	o.listed[u.GetName()] = names
 	o.checkListed(u.GetName(), now)
+}
+
+func (o *observer) event(e *eventsv1.Event) {
+	if e.Related == nil {
+		return
+	}
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.noted[eventKey{e.Reason, e.Related.Name}] = now
+}
+
+// listedWithCR returns how many of the nodes a NodeHealthCheck's status lists with remediations.
+func (o *observer) listedWithCR(nodes []string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, node := range nodes {
+		if o.remediating[node] {
+			n++
+		}
+	}
+	return n
+}
+
+// withEvents returns how many of the nodes have had an event of each reason, related to the node,
+// added or updated at or after since.
+func (o *observer) withEvents(nodes []string, since time.Time, reasons ...string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, node := range nodes {
+		all := true
+		for _, r := range reasons {
+			if at, ok := o.noted[eventKey{r, node}]; !ok || at.Before(since) {
+				all = false
+			}
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }
 
 // checkListed records when nhc lists every node it should; with o.mu held.

@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -46,9 +47,6 @@ type scenario struct {
 	// TemplateListWatch: the test remediator's role grants list and watch on its templates too
 	// (NHC_SCALE_TEMPLATE_LISTWATCH=1), not only the documented get, so the operator caches them.
 	TemplateListWatch bool `json:"templateListWatch"`
-	// Hold is how long the 30% outage is held after the status lists every failed node, to catch
-	// late remediations in pools over their threshold.
-	Hold time.Duration `json:"hold"`
 	// ManagerArgs are extra manager flags: the scenario's, then $NHC_SCALE_MANAGER_ARGS (split on
 	// spaces), for example --pprof-bind-address=localhost:6060.
 	ManagerArgs []string `json:"managerArgs,omitempty"`
@@ -62,7 +60,7 @@ type scenario struct {
 // nodes Ready).
 func scaleScenario(n int) scenario {
 	return scenario{Nodes: n, Pools: max(n/100, 1), Driven: n > 1000, Duration: 30 * time.Second,
-		Steady: envDuration("NHC_SCALE_STEADY", 3*time.Minute), HeartbeatPeriod: time.Minute, Hold: 15 * time.Second,
+		Steady: envDuration("NHC_SCALE_STEADY", 3*time.Minute), HeartbeatPeriod: time.Minute,
 		// kwok renews leases every 10s: with the e2e suite's 10s grace, 1,000 nodes on a loaded 2-core
 		// machine lost Ready spuriously (13 in a run); 20s tolerates a renewal late by up to 10s.
 		GracePeriod: "20s"}
@@ -104,7 +102,7 @@ func TestScaleSmoke(t *testing.T) {
 		t.Skip("the scale smoke test starts a control plane")
 	}
 	res := run(t, scenario{Nodes: 100, Pools: 2, Driven: true, Duration: 10 * time.Second,
-		Steady: 20 * time.Second, HeartbeatPeriod: 10 * time.Second, Hold: 5 * time.Second,
+		Steady: 20 * time.Second, HeartbeatPeriod: 10 * time.Second,
 		TemplateListWatch: os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != "",
 		// Durations of 10s, a returning-node grace to match (the chart's 60s is for the real 50s
 		// node grace period): the nodes are well over 20s old when the outage ends.
@@ -399,8 +397,11 @@ func (b *bench) onePercent(ctx context.Context, res *results) {
 	Expect(waitFor(ctx, b.failureTimeout(), "a CR for each failed node", func() bool { return b.obs.withCR(failed) == len(failed) })).To(Succeed())
 	remediated := time.Now()
 	r.CRLatency = summarise(b.crLatencies(failed, m.start))
-	// The status write and events that follow the CRs.
-	time.Sleep(2 * time.Second)
+	// The status write and events that follow the CRs, in the phase's cost.
+	Expect(waitFor(ctx, time.Minute, "the status listing each failed node with its CR, and its events", func() bool {
+		return b.obs.listedWithCR(failed) == len(failed) &&
+			b.obs.withEvents(failed, m.start, remediationv1alpha1.EventReasonDetectedUnhealthy, remediationv1alpha1.EventReasonRemediationCreated) == len(failed)
+	})).To(Succeed())
 	b.cost(ctx, "onePercent", m, &r.cost)
 	b.logf("Phase 2: every CR after %s; CR latency after expiry p50 %.3fs p99 %.3fs max %.3fs", remediated.Sub(m.start).Round(time.Millisecond), r.CRLatency.P50, r.CRLatency.P99, r.CRLatency.Max)
 
@@ -456,8 +457,14 @@ func (b *bench) outage(ctx context.Context, res *results) {
 	Expect(waitFor(ctx, b.failureTimeout(), "a CR for each failed node under the threshold and every failed node listed", func() bool {
 		return b.obs.withCR(underFailed) == len(underFailed) && len(b.obs.listedTimes()) == len(want)
 	})).To(Succeed())
-	b.logf("Phase 3: every expected CR and status after %s; holding %s", time.Since(m.start).Round(time.Millisecond), b.sc.Hold)
-	time.Sleep(b.sc.Hold) // remediations of over-threshold pools would come now
+	b.logf("Phase 3: every expected CR and status after %s", time.Since(m.start).Round(time.Millisecond))
+	// A remediation of an over-threshold pool would come now: the remediation controller decides
+	// each of their NodeHealthChecks once more, after the status listed every failed node.
+	var overNHCs []string
+	for p := range over {
+		overNHCs = append(overNHCs, "scale-"+poolName(p))
+	}
+	b.decidedAfter(ctx, overNHCs)
 	b.cost(ctx, "outage", m, &r.cost)
 
 	inOver := map[string]bool{}
@@ -500,6 +507,36 @@ func (b *bench) outage(ctx context.Context, res *results) {
 		r.CRsCreated, r.CRsInOverThresholdPools, r.CRLatency.P99, r.StatusListedAfterDeadlineMax, r.TransitionSpread)
 	b.outageFailed = failed
 	b.outagePools = plan
+}
+
+// decidedAfter returns once the remediation controller has carried out, for each of the
+// NodeHealthChecks, a decision that began after the call (testutil.DecidedAfter's rule, for all of
+// them at once): it touches them, waits for one more decision of each, touches them again and waits
+// for another. Each touch costs each controller a reconcile that writes nothing.
+func (b *bench) decidedAfter(ctx context.Context, nhcs []string) {
+	before, err := decisions(ctx, b.mgr.MetricsAddr)
+	Expect(err).NotTo(HaveOccurred())
+	for i := 1; i <= 2; i++ {
+		for _, name := range nhcs {
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(remediationv1alpha1.GroupVersion.WithKind("NodeHealthCheck"))
+			obj.SetName(name)
+			patch := fmt.Appendf(nil, `{"metadata":{"annotations":{"test.medik8s.io/touched":"%d"}}}`, time.Now().UnixNano())
+			Expect(b.k8s.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		}
+		Expect(waitFor(ctx, time.Minute, "the remediation controller to decide the over-threshold NodeHealthChecks", func() bool {
+			now, err := decisions(ctx, b.mgr.MetricsAddr)
+			if err != nil {
+				return false
+			}
+			for _, name := range nhcs {
+				if now[name] < before[name]+float64(i) {
+					return false
+				}
+			}
+			return true
+		})).To(Succeed())
+	}
 }
 
 func (b *bench) recovery(ctx context.Context, res *results) {

@@ -7,13 +7,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
@@ -25,8 +24,21 @@ import (
 // server whose NodeHealthCheck CRD keeps only its structure, so it stores what the Go type cannot
 // hold; one such NodeHealthCheck exists before the manager starts.
 var (
-	e   *testutil.ControllerEnv
 	mgr ctrl.Manager
+	e   = testutil.ControllerSuite(testutil.SuiteOptions{
+		EnvOptions: testutil.EnvOptions{
+			NHCCRD: structuralCRD(),
+			BeforeStart: func(ctx context.Context, k8s client.Client) {
+				Expect(k8s.Create(ctx, undecodable(testutil.NewNHC(brokenAtStart), int64(99999999999), "spec", "minHealthy"))).To(Succeed())
+			},
+		},
+		Configure: controller.ConfigureManager,
+		Setup: func(m ctrl.Manager, clock *clocktesting.FakeClock) error {
+			mgr = m
+			return controller.SetupWithManager(m, controller.Options{Clock: clock})
+		},
+		EventuallyTimeout: 20 * time.Second,
+	})
 )
 
 // brokenAtStart cannot be decoded (spec.minHealthy overflows int32) and is stored before the
@@ -38,24 +50,14 @@ func TestDecodeGuard(t *testing.T) {
 	RunSpecs(t, "decodeguard suite")
 }
 
-var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(20 * time.Second)
-	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+// structuralCRD is the generated NodeHealthCheck CRD reduced to its structure.
+func structuralCRD() *apiextensionsv1.CustomResourceDefinition {
 	crd, err := testutil.LoadNHCCRD()
-	Expect(err).NotTo(HaveOccurred())
-	e = testutil.StartControllersWithOptions(testutil.EnvOptions{
-		NHCCRD: testutil.StructuralOnly(crd),
-		BeforeStart: func(ctx context.Context, k8s client.Client) {
-			Expect(k8s.Create(ctx, undecodable(testutil.NewNHC(brokenAtStart), int64(99999999999), "spec", "minHealthy"))).To(Succeed())
-		},
-	}, controller.ConfigureManager, func(m ctrl.Manager, clock *clocktesting.FakeClock) error {
-		mgr = m
-		return controller.SetupWithManager(m, controller.Options{Clock: clock})
-	})
-})
-
-var _ = AfterSuite(func() { e.Stop() })
+	if err != nil {
+		panic(err)
+	}
+	return testutil.StructuralOnly(crd)
+}
 
 // undecodable returns the NodeHealthCheck as an unstructured object with the value at the path,
 // which its Go type cannot hold.

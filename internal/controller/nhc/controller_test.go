@@ -34,60 +34,60 @@ func counts(observed, healthy int) OmegaMatcher {
 }
 
 var _ = Describe("NodeHealthCheck evaluation", func() {
-	It("1. selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
-		group := unique("g")
-		a := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, unique("other"), corev1.ConditionTrue, time.Hour)
-		n := newNHC(ctx, group)
-		Eventually(status(ctx, n)).Should(And(counts(2, 2), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
+	It("selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
+		group := e.Unique("g")
+		a := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, e.Unique("other"), corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(And(counts(2, 2), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
-		a.Labels[groupLabel] = "elsewhere"
+		a.Labels[testutil.GroupLabel] = "elsewhere"
 		Expect(e.K8s.Update(ctx, a)).To(Succeed())
-		Eventually(status(ctx, n)).Should(counts(1, 1))
+		Eventually(e.Status(ctx, n)).Should(counts(1, 1))
 	})
 
-	It("2. finds a node unhealthy only once a condition matched for its duration", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := newNode(ctx, group, corev1.ConditionFalse, 0)
-		n := newNHC(ctx, group)
+	It("finds a node unhealthy only once a condition matched for its duration", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionFalse, 0)
+		n := e.NewNHC(ctx, group)
 
 		// Soon unhealthy: not healthy, not remediated.
-		Eventually(status(ctx, n)).Should(counts(3, 2))
-		Consistently(func() []string { return listed(status(ctx, n)()) }).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.Status(ctx, n)).Should(counts(3, 2))
+		Consistently(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).WithTimeout(time.Second).Should(BeEmpty())
 
-		step(ctx, 5*time.Minute)
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
-		st := status(ctx, n)()
+		e.Step(ctx, 5*time.Minute)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseRemediating))
 		Expect(st.Reason).To(ContainSubstring(sick.Name))
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
 	})
 
-	It("2. keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := newNode(ctx, group, corev1.ConditionUnknown, 10*time.Minute)
-		n := newNHC(ctx, group)
-		newCR(ctx, n, sick.Name)
+	It("keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionUnknown, 10*time.Minute)
+		n := e.NewNHC(ctx, group)
+		e.NewCR(ctx, n, sick.Name)
 		Eventually(func() int {
-			st := status(ctx, n)()
+			st := e.Status(ctx, n)()
 			if len(st.UnhealthyNodes) != 1 {
 				return 0
 			}
 			return len(st.UnhealthyNodes[0].Remediations)
 		}).Should(Equal(1), "the CR is recorded")
 
-		setReady(ctx, sick, corev1.ConditionFalse, 0) // rebooting
+		e.SetReady(ctx, sick, corev1.ConditionFalse, 0) // rebooting
 		// A node joins after the reboot: the status counting it comes from a reconcile that saw the
 		// reboot too (one node informer, in order).
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		Eventually(status(ctx, n)).Should(counts(4, 3), "the controller reconciled after the reboot")
-		Consistently(status(ctx, n)).WithTimeout(time.Second).Should(And(
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		Eventually(e.Status(ctx, n)).Should(counts(4, 3), "the controller reconciled after the reboot")
+		Consistently(e.Status(ctx, n)).WithTimeout(time.Second).Should(And(
 			counts(4, 3),
 			WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) []remediationv1alpha1.UnhealthyNode {
 				return st.UnhealthyNodes
@@ -96,21 +96,21 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		))
 	})
 
-	DescribeTable("3. starts no new remediation below the healthy-node threshold, and says why",
+	DescribeTable("starts no new remediation below the healthy-node threshold, and says why",
 		func(ctx SpecContext, budget func(*remediationv1alpha1.NodeHealthCheck)) {
-			group := unique("g")
-			newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-			newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-			sick := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
-			n := newNHC(ctx, group, budget)
-			Eventually(status(ctx, n)).Should(And(counts(3, 2), WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) string { return st.Reason },
+			group := e.Unique("g")
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			sick := e.NewNode(ctx, group, corev1.ConditionFalse, time.Hour)
+			n := e.NewNHC(ctx, group, budget)
+			Eventually(e.Status(ctx, n)).Should(And(counts(3, 2), WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) string { return st.Reason },
 				ContainSubstring("2 of 3 selected nodes are healthy, 3 required"))))
 			// Listed as the public operator lists it, without remediations; the phase says nothing runs.
-			st := status(ctx, n)()
+			st := e.Status(ctx, n)()
 			Expect(st.UnhealthyNodes).To(ConsistOf(MatchAllFields(Fields{"Name": Equal(sick.Name), "Remediations": BeEmpty(),
 				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil(), "DryRunRemediations": BeNil()})))
 			Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled))
-			Eventually(events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonRemediationSkipped, nhc.EventReasonDetectedUnhealthy))
+			Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonRemediationSkipped, nhc.EventReasonDetectedUnhealthy))
 			Expect(e.EventNotes(ctx, n.Name, nhc.EventReasonDetectedUnhealthy)()).To(ConsistOf(
 				fmt.Sprintf(`Node matches unhealthy condition. Node %q, condition type "Ready", condition status "False"`, sick.Name)))
 		},
@@ -122,171 +122,171 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		}),
 	)
 
-	It("3. counts a healthy node with a remaining CR as not healthy", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		recovered := newNode(ctx, group, corev1.ConditionTrue, time.Minute)
-		n := newNHC(ctx, group)
-		newCR(ctx, n, recovered.Name)
-		Eventually(status(ctx, n)).Should(counts(2, 1))
+	It("counts a healthy node with a remaining CR as not healthy", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		recovered := e.NewNode(ctx, group, corev1.ConditionTrue, time.Minute)
+		n := e.NewNHC(ctx, group)
+		e.NewCR(ctx, n, recovered.Name)
+		Eventually(e.Status(ctx, n)).Should(counts(2, 1))
 	})
 
-	It("5. marks a recovered node and lists it until its CRs are really gone", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := newNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-		n := newNHC(ctx, group)
-		cr := newCR(ctx, n, sick.Name)
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+	It("marks a recovered node and lists it until its CRs are really gone", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group)
+		cr := e.NewCR(ctx, n, sick.Name)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
 		// Detected also when its CR existed before the node was first listed (the remediation
 		// controller is often first).
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
 
-		setReady(ctx, sick, corev1.ConditionTrue, 0)
+		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
 		Eventually(func() *metav1.Time {
-			st := status(ctx, n)()
+			st := e.Status(ctx, n)()
 			if len(st.UnhealthyNodes) != 1 {
 				return nil
 			}
 			return st.UnhealthyNodes[0].ConditionsHealthyTimestamp
 		}).ShouldNot(BeNil())
-		Expect(status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(e.Clock.Now()))
+		Expect(e.Status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(e.Clock.Now()))
 
 		Expect(e.K8s.Delete(ctx, cr)).To(Succeed())
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
-		Eventually(status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
+		Eventually(e.Status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 	})
 
-	It("6. lists a deleted node while its CR exists, then prunes its entry", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := newNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-		n := newNHC(ctx, group)
-		cr := newCR(ctx, n, sick.Name)
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+	It("lists a deleted node while its CR exists, then prunes its entry", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group)
+		cr := e.NewCR(ctx, n, sick.Name)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
 		Expect(e.K8s.Delete(ctx, sick)).To(Succeed())
 		// The node is gone, its CR is not (a remediator's finalizer, a machine being replaced): still
 		// listed with its remediation, as the public operator lists it. Counted once the node is gone.
-		Eventually(status(ctx, n)).Should(And(counts(2, 2), WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) []remediationv1alpha1.UnhealthyNode {
+		Eventually(e.Status(ctx, n)).Should(And(counts(2, 2), WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) []remediationv1alpha1.UnhealthyNode {
 			return st.UnhealthyNodes
 		}, ConsistOf(MatchFields(IgnoreExtras, Fields{"Name": Equal(sick.Name), "Remediations": ConsistOf(
 			MatchFields(IgnoreExtras, Fields{"Resource": HaveField("UID", Equal(cr.GetUID()))}))})))))
-		Expect(phaseOf(status(ctx, n)())).To(Equal(remediationv1alpha1.PhaseRemediating))
+		Expect(phaseOf(e.Status(ctx, n)())).To(Equal(remediationv1alpha1.PhaseRemediating))
 		Expect(e.K8s.Delete(ctx, cr)).To(Succeed())
-		Eventually(func() []string { return listed(status(ctx, n)()) }).Should(BeEmpty())
-		Expect(phaseOf(status(ctx, n)())).To(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
+		Expect(phaseOf(e.Status(ctx, n)())).To(Equal(remediationv1alpha1.PhaseEnabled))
 	})
 
-	It("7. is disabled while its template is missing, and enabled when it appears", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = "created-later" })
+	It("is disabled while its template is missing, and enabled when it appears", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = "created-later" })
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound))
-		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
-		st := status(ctx, n)()
+		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
+		st := e.Status(ctx, n)()
 		Expect(st.NodesWithRunningRemediation()).To(BeEmpty(), "a disabled NodeHealthCheck starts no remediation")
-		Expect(listed(status(ctx, n)())).To(ConsistOf(sick.Name), "the unhealthy node is reported")
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Expect(testutil.Listed(e.Status(ctx, n)())).To(ConsistOf(sick.Name), "the unhealthy node is reported")
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 
 		t := testutil.TestTemplateRef("created-later")
 		createTemplateNamed(ctx, t.Name, true)
-		Eventually(func() remediationv1alpha1.NHCPhase { return status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
-		Expect(meta.IsStatusConditionFalse(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)).To(BeTrue())
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonEnabled))
+		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		Expect(meta.IsStatusConditionFalse(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)).To(BeTrue())
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonEnabled))
 	})
 
-	It("7. is disabled by a template without spec.template", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		name := newTemplate(ctx, false)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = name })
+	It("is disabled by a template without spec.template", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		name := e.NewTemplate(ctx, false)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = name })
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid))
 	})
 
-	It("7. is disabled by a template whose spec.template.spec is not an object, naming the template", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		t := testutil.TemplateObject(unique("template"), true)
+	It("is disabled by a template whose spec.template.spec is not an object, naming the template", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		t := testutil.TemplateObject(e.Unique("template"), true)
 		Expect(unstructured.SetNestedField(t.Object, "reboot", "spec", "template", "spec")).To(Succeed())
 		e.Create(ctx, t)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
 		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid),
 			HaveField("Message", ContainSubstring("%s/%s has a spec.template.spec of type string, not an object", t.GetNamespace(), t.GetName()))))
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
 	})
 
-	It("7. is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
-			n.Spec.Selector.MatchLabels = map[string]string{groupLabel: group, "pool": "not a label value!"}
+	It("is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			n.Spec.Selector.MatchLabels = map[string]string{testutil.GroupLabel: group, "pool": "not a label value!"}
 		})
 		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledInvalidConfig),
 			HaveField("Message", And(ContainSubstring("spec.selector is invalid"), ContainSubstring("not a label value!")))))
-		Eventually(events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
-		Expect(status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 	})
 
-	It("7. is disabled by a template kind the API server does not know", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+	It("is disabled by a template kind the API server does not know", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: "unknown.example.com/v1", Kind: "UnknownRemediationTemplate", Namespace: "default", Name: "x"}
 		})
 		Eventually(disabledCondition(ctx, n)).Should(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateNotFound))
 	})
 
-	It("8. starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
-		group := unique("g")
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		running := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
-		waiting := newNode(ctx, group, corev1.ConditionFalse, time.Hour)
-		n := newNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+	It("starts no remediation while paused; running ones stay listed", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		running := e.NewNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		waiting := e.NewNode(ctx, group, corev1.ConditionFalse, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.PauseRequests = []string{"upgrade by @admin"}
 			v := intstr.FromInt32(1)
 			n.Spec.MinHealthy = &v
 		})
-		newCR(ctx, n, running.Name)
+		e.NewCR(ctx, n, running.Name)
 		// Both listed; only the running one with its remediation.
-		Eventually(status(ctx, n)).Should(And(WithTransform(phaseOf, Equal(remediationv1alpha1.PhasePaused)),
-			WithTransform(listed, ConsistOf(running.Name, waiting.Name)),
+		Eventually(e.Status(ctx, n)).Should(And(WithTransform(phaseOf, Equal(remediationv1alpha1.PhasePaused)),
+			WithTransform(testutil.Listed, ConsistOf(running.Name, waiting.Name)),
 			WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) []string { return st.NodesWithRunningRemediation() }, ConsistOf(running.Name))))
-		Expect(status(ctx, n)().Reason).To(ContainSubstring("upgrade by @admin"))
+		Expect(e.Status(ctx, n)().Reason).To(ContainSubstring("upgrade by @admin"))
 
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.PauseRequests = nil
 		Expect(e.K8s.Update(ctx, n)).To(Succeed())
-		Eventually(func() string { return status(ctx, n)().Reason }).Should(ContainSubstring("Remediating 2 node(s): "))
-		Expect(listed(status(ctx, n)())).To(ConsistOf(running.Name, waiting.Name))
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("Remediating 2 node(s): "))
+		Expect(testutil.Listed(e.Status(ctx, n)())).To(ConsistOf(running.Name, waiting.Name))
 	})
 
-	It("9. writes status only when it changes, with lastUpdateTime, and requeues at the next deadline", func(ctx SpecContext) {
-		group := unique("g")
-		healthy := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		newNode(ctx, group, corev1.ConditionFalse, 2*time.Minute) // due in 3 minutes
-		n := newNHC(ctx, group)
-		Eventually(status(ctx, n)).Should(counts(2, 1))
-		st := status(ctx, n)()
+	It("writes status only when it changes, with lastUpdateTime, and requeues at the next deadline", func(ctx SpecContext) {
+		group := e.Unique("g")
+		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionFalse, 2*time.Minute) // due in 3 minutes
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(counts(2, 1))
+		st := e.Status(ctx, n)()
 		Expect(st.LastUpdateTime).NotTo(BeNil())
-		Expect(listed(st)).To(BeEmpty(), "the node is due in 3 minutes, not yet")
+		Expect(testutil.Listed(st)).To(BeEmpty(), "the node is due in 3 minutes, not yet")
 
 		// Pokes annotate the NodeHealthCheck (new resourceVersions): its status is what must stay.
 		got := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 		before := got.Status.DeepCopy()
-		poke(ctx)
-		poke(ctx)
+		e.Poke(ctx)
+		e.Poke(ctx)
 		// A change of a selected node that alters no status: an empty exclusion label is ignored, and
 		// only warned about, in an event that shows the controller reconciled after the pokes.
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(healthy), healthy)).To(Succeed())
 		healthy.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
 		Expect(e.K8s.Update(ctx, healthy)).To(Succeed())
-		Eventually(events(ctx, healthy.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+		Eventually(e.Events(ctx, healthy.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
 		Consistently(func() *remediationv1alpha1.NodeHealthCheckStatus {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 			return &got.Status
@@ -304,7 +304,7 @@ func createTemplateNamed(ctx SpecContext, name string, withSpecTemplate bool) {
 
 func disabledCondition(ctx SpecContext, n *remediationv1alpha1.NodeHealthCheck) func() *metav1.Condition {
 	return func() *metav1.Condition {
-		return meta.FindStatusCondition(status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
+		return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
 	}
 }
 
@@ -336,12 +336,10 @@ func reconciles() float64 {
 // its reconcile count.
 func settledReconciles() float64 {
 	var settled float64
-	Eventually(func() bool {
-		before := reconciles()
-		time.Sleep(500 * time.Millisecond)
+	Eventually(func(g Gomega) {
 		settled = reconciles()
-		return settled == before
-	}).WithTimeout(30*time.Second).Should(BeTrue(), "the nhc controller keeps reconciling")
+		g.Consistently(reconciles).WithTimeout(500 * time.Millisecond).Should(Equal(settled))
+	}).WithTimeout(30*time.Second).Should(Succeed(), "the nhc controller keeps reconciling")
 	return settled
 }
 
@@ -349,12 +347,12 @@ var _ = Describe("Node events", func() {
 	It("reconcile the NodeHealthChecks that select the node, and every one for a control-plane node", func(ctx SpecContext) {
 		const others = 10
 		for range others {
-			newNHC(ctx, unique("elsewhere")) // selects no node of this spec
+			e.NewNHC(ctx, e.Unique("elsewhere")) // selects no node of this spec
 		}
-		group := unique("g")
-		node := newNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := newNHC(ctx, group)
-		Eventually(status(ctx, n)).Should(counts(1, 1))
+		group := e.Unique("g")
+		node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(counts(1, 1))
 		all := &remediationv1alpha1.NodeHealthCheckList{}
 		Expect(e.K8s.List(ctx, all)).To(Succeed())
 
@@ -363,7 +361,7 @@ var _ = Describe("Node events", func() {
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 		node.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
 		Expect(e.K8s.Update(ctx, node)).To(Succeed())
-		Eventually(events(ctx, node.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+		Eventually(e.Events(ctx, node.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
 		// n once or twice (the old and the new node each map to it); a stray requeue of an earlier
 		// spec's NodeHealthCheck at most, never the others (every one, 1+10 at least, before).
 		Expect(settledReconciles() - before).To(BeNumerically("<", 5))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,8 +54,6 @@ func lower(kind string) string {
 }
 
 var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	It("disables only the NodeHealthChecks that use it, naming the kind and the error; the others go on remediating, and the upgrade gate stays known", func(ctx SpecContext) {
 		for _, crd := range brokenRemediatorCRDs() {
 			Expect(e.K8s.Create(ctx, crd)).To(Succeed())
@@ -88,14 +87,14 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		group, sick := workers(ctx)
 		healthy := e.NewNHC(ctx, group)
 
-		Eventually(testCRs(ctx, sick.Name), 30*time.Second).Should(HaveLen(1), "a NodeHealthCheck of another kind remediates")
+		Eventually(e.TestCRs(ctx, sick.Name), 30*time.Second).Should(HaveLen(1), "a NodeHealthCheck of another kind remediates")
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, broken)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
 		}, 30*time.Second).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionTrue),
 			HaveField("Reason", remediationv1alpha1.ConditionReasonDisabledRemediationUnavailable),
 			HaveField("Message", And(ContainSubstring("BrokenRemediation.broken.medik8s.io cannot be read"), ContainSubstring("conversion webhook")))))
 		Eventually(e.Events(ctx, broken.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDisabled))
-		Expect(e.CRsOf(ctx, "broken.medik8s.io/v1", "BrokenRemediation", brokenSick.Name)()).To(BeEmpty(), "read in the stored version, which needs no conversion")
+		Expect(e.CRsOf(ctx, brokenSick.Name, schema.GroupVersionKind{Group: "broken.medik8s.io", Version: "v1", Kind: "BrokenRemediation"})()).To(BeEmpty(), "read in the stored version, which needs no conversion")
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, healthy)().Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
 		}).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse)), "the upgrade gate is known")
@@ -104,7 +103,7 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		again := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.SetReady(ctx, again, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, again.Name), 3*time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, again.Name), 3*time.Second).Should(HaveLen(1))
 		Expect(e.K8s.Delete(ctx, broken)).To(Succeed())
 	})
 })

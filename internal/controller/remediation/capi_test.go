@@ -39,13 +39,14 @@ var _ = Describe("Cluster API MachineHealthChecks", func() {
 		Expect(c).NotTo(BeNil())
 		Expect(c.Message).To(ContainSubstring("%s/%s (1 node(s))", mhc.GetNamespace(), mhc.GetName()))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonConflictingMachineHealthCheck))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// kubectl nhc explain finds the coverage itself and agrees.
 		d, _ := explained(ctx, n).Node(sick.Name)
 		Expect(d.SkipReason).To(Equal(health.SkipCoveredByMachineHealthCheck))
 
 		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(func() *remediationv1alpha1.NodeHealthCheckStatus { st := e.Status(ctx, n)(); return &st }).Should(
 			WithTransform(func(st *remediationv1alpha1.NodeHealthCheckStatus) bool {
 				return meta.FindStatusCondition(st.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap) == nil

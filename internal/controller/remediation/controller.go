@@ -254,6 +254,9 @@ func (r *Reconciler) init() {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	stored := &remediationv1alpha1.NodeHealthCheck{}
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
+		if apierrors.IsNotFound(err) {
+			decisions.DeleteLabelValues(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !stored.DeletionTimestamp.IsZero() {
@@ -322,6 +325,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		d, listed := snap.Node(node)
 		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun())
 	}))
+	// Counted once everything decided is done (or failed), so a reader of the count sees the
+	// decision's writes.
+	decisions.WithLabelValues(stored.Name).Inc()
 
 	if err := errors.Join(errs...); err != nil {
 		// Returning the error would drop the deadlines above (controller-runtime ignores the result

@@ -9,11 +9,11 @@ import (
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 	gomegatypes "github.com/onsi/gomega/types"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
@@ -25,15 +25,6 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
-
-// crsOf lists the remediation CRs of a kind in the template namespace for a node.
-func crsOf(ctx context.Context, apiVersion, kind, node string) func() []unstructured.Unstructured {
-	return e.CRsOf(ctx, apiVersion, kind, node)
-}
-
-func testCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return e.TestCRs(ctx, node)
-}
 
 // groups selects the nodes of these groups.
 func groups(names ...string) metav1.LabelSelector {
@@ -71,12 +62,12 @@ func setCondition(ctx context.Context, cr *unstructured.Unstructured, conds ...m
 }
 
 var _ = Describe("The remediation lifecycle", func() {
-	It("4+5. creates exactly one CR from the template for an unhealthy node, records it, and deletes it when the node recovers", func(ctx SpecContext) {
+	It("creates exactly one CR from the template for an unhealthy node, records it, and deletes it when the node recovers", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
 
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		cr := testCRs(ctx, sick.Name)()[0]
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := e.TestCRs(ctx, sick.Name)()[0]
 		Expect(cr.GetName()).To(Equal(sick.Name))
 		Expect(cr.GetNamespace()).To(Equal(testutil.TemplateNamespace))
 		Expect(cr.Object["spec"]).To(Equal(map[string]any{"strategy": "reboot"}))
@@ -115,10 +106,10 @@ var _ = Describe("The remediation lifecycle", func() {
 		e.Poke(ctx)
 		e.Step(ctx, 4*time.Minute)
 		renewedNow(ctx, sick.Name)
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationRemoved))
@@ -138,7 +129,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Expect(histogramCount(nhc.MetricUnhealthyNodeDuration, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})).To(BeEquivalentTo(1))
 	})
 
-	It("4. creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
+	It("creates the CR only after the unhealthy condition's duration", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 4 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -148,16 +139,16 @@ var _ = Describe("The remediation lifecycle", func() {
 		due := e.NewNode(ctx, group, corev1.ConditionFalse, 300*time.Second)
 		later := e.NewNode(ctx, group, corev1.ConditionFalse, time.Second)
 		e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, due.Name)).Should(HaveLen(1))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, 299*time.Second)
-		Eventually(testCRs(ctx, later.Name)).Should(HaveLen(1))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, later.Name)).Should(HaveLen(1))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Second)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 
-	DescribeTable("4. works with remediators' template shapes",
+	DescribeTable("creates the CR with the spec of each remediator's template shape",
 		func(ctx SpecContext, apiVersion, templateKind string, spec map[string]any) {
 			group, sick := workers(ctx)
 			t := &unstructured.Unstructured{}
@@ -171,8 +162,8 @@ var _ = Describe("The remediation lifecycle", func() {
 				n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: apiVersion, Kind: templateKind, Namespace: testutil.TemplateNamespace, Name: t.GetName()}
 			})
 			kind := templateKind[:len(templateKind)-len("Template")]
-			Eventually(crsOf(ctx, apiVersion, kind, sick.Name)).Should(HaveLen(1))
-			Expect(crsOf(ctx, apiVersion, kind, sick.Name)()[0].Object["spec"]).To(Equal(spec))
+			Eventually(e.CRsOf(ctx, sick.Name, schema.FromAPIVersionAndKind(apiVersion, kind))).Should(HaveLen(1))
+			Expect(e.CRsOf(ctx, sick.Name, schema.FromAPIVersionAndKind(apiVersion, kind))()[0].Object["spec"]).To(Equal(spec))
 		},
 		Entry("Metal3RemediationTemplate", "infrastructure.cluster.x-k8s.io/v1beta1", "Metal3RemediationTemplate",
 			map[string]any{"strategy": map[string]any{"type": "Reboot", "retryLimit": int64(1), "timeout": "300s"}}),
@@ -180,19 +171,19 @@ var _ = Describe("The remediation lifecycle", func() {
 			map[string]any{"remediationStrategy": "Automatic"}),
 	)
 
-	It("4. gives the CR a generated name when the template supports several CRs per node", func(ctx SpecContext) {
+	It("gives the CR a generated name when the template supports several CRs per node", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		t := testutil.TemplateObject(e.Unique("multi"), true)
 		t.SetAnnotations(map[string]string{remediationv1alpha1.MultipleTemplatesSupportAnnotation: "true"})
 		e.Create(ctx, t)
 		e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		cr := testCRs(ctx, sick.Name)()[0]
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := e.TestCRs(ctx, sick.Name)()[0]
 		Expect(cr.GetGenerateName()).To(Equal(sick.Name + "-"))
 		Expect(cr.GetName()).To(HavePrefix(sick.Name + "-"))
 	})
 
-	It("4. leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
+	It("leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
 		// remediation controller reconciled the second one.
@@ -200,17 +191,18 @@ var _ = Describe("The remediation lifecycle", func() {
 		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
 		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
 		first := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
 			n.Spec.Selector = groups(group, other)
 		})
 		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
-		Eventually(testCRs(ctx, own.Name)).Should(ConsistOf(ownedBy(second)), "the remediation controller reconciled the second NodeHealthCheck")
+		Eventually(e.TestCRs(ctx, own.Name)).Should(ConsistOf(ownedBy(second)), "the remediation controller reconciled the second NodeHealthCheck")
 		// A new healthy node makes both controllers look again; the status counting it shows the nhc
 		// controller did.
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.SeenHealthy(ctx, second, 4)
+		e.RemediationDecided(ctx, second)
 		Consistently(func() int {
 			n := 0
 			for _, r := range e.Events(ctx, second.Name)() {
@@ -220,10 +212,10 @@ var _ = Describe("The remediation lifecycle", func() {
 			}
 			return n
 		}).WithTimeout(time.Second).Should(Equal(1), "reported once, not on every reconcile")
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(ownedBy(first)))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(ConsistOf(ownedBy(first)))
 	})
 
-	It("6. deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
+	It("deletes the CR of a node that was deleted, but keeps one that expects the node's permanent deletion until it succeeds", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -234,10 +226,10 @@ var _ = Describe("The remediation lifecycle", func() {
 			v := intstr.FromString("50%")
 			n.Spec.MinHealthy = &v
 		})
-		Eventually(testCRs(ctx, gone.Name)).Should(HaveLen(1))
-		Eventually(testCRs(ctx, deleted.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, gone.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, deleted.Name)).Should(HaveLen(1))
 
-		kept := testCRs(ctx, deleted.Name)()[0]
+		kept := e.TestCRs(ctx, deleted.Name)()[0]
 		setCondition(ctx, &kept, map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True",
 			"reason": "Deleting", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
 
@@ -245,21 +237,21 @@ var _ = Describe("The remediation lifecycle", func() {
 		// shows the remediation controller looked at both.
 		Expect(e.K8s.Delete(ctx, deleted)).To(Succeed())
 		Expect(e.K8s.Delete(ctx, gone)).To(Succeed())
-		Eventually(testCRs(ctx, gone.Name)).Should(BeEmpty())
-		Consistently(testCRs(ctx, deleted.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, gone.Name)).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, deleted.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		now := metav1.Now().UTC().Format(time.RFC3339)
 		setCondition(ctx, &kept,
 			map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True", "reason": "Deleting", "message": "", "lastTransitionTime": now},
 			map[string]any{"type": remediationv1alpha1.RemediationConditionSucceeded, "status": "True", "reason": "Done", "message": "", "lastTransitionTime": now})
-		Eventually(testCRs(ctx, deleted.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, deleted.Name)).Should(BeEmpty())
 	})
 
-	It("5. lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {
+	It("lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		cr := testCRs(ctx, sick.Name)()[0]
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := e.TestCRs(ctx, sick.Name)()[0]
 		// The controller may annotate the CR meanwhile (after a spec stepped the clock by days, new
 		// CRs are flagged as old at once): retry on conflicts, as a remediator would.
 		setFinalizers := func(finalizers ...string) {
@@ -286,7 +278,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 	})
 
-	It("7. starts remediating once a remediator installed after the NodeHealthCheck provides its kind and template", func(ctx SpecContext) {
+	It("starts remediating once a remediator installed after the NodeHealthCheck provides its kind and template", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		suffix := e.Unique("late")
 		group_ := "late-" + suffix + ".test.medik8s.io"
@@ -307,22 +299,22 @@ var _ = Describe("The remediation lifecycle", func() {
 		t.SetName("late")
 		Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")).To(Succeed())
 		Eventually(func() error { return e.K8s.Create(ctx, t) }).Should(Succeed()) // once the CRD is established
-		Eventually(crsOf(ctx, group_+"/v1", "LateRemediation", sick.Name)).WithTimeout(30 * time.Second).Should(HaveLen(1))
+		Eventually(e.CRsOf(ctx, sick.Name, schema.FromAPIVersionAndKind(group_+"/v1", "LateRemediation"))).WithTimeout(30 * time.Second).Should(HaveLen(1))
 		// The status write that lists the node waits for its first CR (nhc.DefaultStartWait).
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
 	})
 
-	It("6. deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
+	It("deletes the CR of a node that is no longer selected", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
 		sick.Labels[testutil.GroupLabel] = "elsewhere"
 		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 	})
 
-	It("8. creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
+	It("creates no CR while paused, and creates it when the pause ends", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with running below
 		running := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
@@ -332,18 +324,15 @@ var _ = Describe("The remediation lifecycle", func() {
 		// for it shows that controller looked while paused.
 		e.NewCR(ctx, n, running.Name)
 		Eventually(nodeLease(ctx, running.Name)).Should(HaveField("Spec.HolderIdentity", PointTo(Equal("NodeHealthCheck-"+n.Name))))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		pause(ctx, n)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 	})
 })
 
-// series returns the metric of the family with exactly these labels.
-func series(name string, labels map[string]string) *dto.Metric { return testutil.Series(name, labels) }
-
 // gaugeValue returns the gauge's value and whether the series exists.
 func gaugeValue(name string, labels map[string]string) (float64, bool) {
-	m := series(name, labels)
+	m := testutil.Series(name, labels)
 	if m == nil {
 		return 0, false
 	}
@@ -352,7 +341,7 @@ func gaugeValue(name string, labels map[string]string) (float64, bool) {
 
 // histogramCount returns how many observations the histogram series has.
 func histogramCount(name string, labels map[string]string) uint64 {
-	m := series(name, labels)
+	m := testutil.Series(name, labels)
 	if m == nil {
 		return 0
 	}
@@ -379,15 +368,13 @@ func lateCRD(group, kind string) *apiextensionsv1.CustomResourceDefinition {
 }
 
 var _ = Describe("Long-running remediations", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("7. flags a CR older than 48 hours once, with an annotation, a metric and an event", func(ctx SpecContext) {
+	It("flags a CR older than 48 hours once, with an annotation, a metric and an event", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		flagged := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		flagged := func() map[string]string { return e.TestCRs(ctx, sick.Name)()[0].GetAnnotations() }
 
-		created := testCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
+		created := e.TestCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
 		e.Clock.SetTime(created.Add(48*time.Hour - time.Second))
 		e.Poke(ctx)
 		e.Touch(ctx, n)
@@ -400,7 +387,7 @@ var _ = Describe("Long-running remediations", func() {
 		Eventually(flagged).Should(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonOldRemediationCR))
 		counter := func() float64 {
-			m := series(remediation.MetricOldRemediationCR, map[string]string{"name": sick.Name, "namespace": ""}) // the public operator's labels
+			m := testutil.Series(remediation.MetricOldRemediationCR, map[string]string{"name": sick.Name, "namespace": ""}) // the public operator's labels
 			if m == nil {
 				return 0
 			}

@@ -28,7 +28,7 @@ import (
 // delayedWitness waits for the node's CR, lets the node recover, and returns once the
 // NodeHealthCheck's healthyDelay (1h) keeps the CR: the witness forge needs.
 func delayedWitness(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, witness *corev1.Node) {
-	Eventually(testCRs(ctx, witness.Name)).Should(HaveLen(1))
+	Eventually(e.TestCRs(ctx, witness.Name)).Should(HaveLen(1))
 	e.SetReady(ctx, witness, corev1.ConditionTrue, 0)
 	Eventually(func() bool { return isDelayed(entryOf(ctx, n, witness.Name)()) }).Should(BeTrue())
 }
@@ -55,7 +55,7 @@ func forge(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, witness 
 		}
 		return e.K8s.Status().Update(ctx, got)
 	}).Should(Succeed())
-	Eventually(testCRs(ctx, witness)).Should(BeEmpty(), "the remediation controller read the forged status")
+	Eventually(e.TestCRs(ctx, witness)).Should(BeEmpty(), "the remediation controller read the forged status")
 }
 
 // pause sets the NodeHealthCheck's pauseRequests (none: resumes it) with a merge patch, which the
@@ -66,14 +66,8 @@ func pause(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, requests
 	Expect(e.K8s.Patch(ctx, n, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
-func eventNotes(ctx context.Context, regarding, reason string) func() []string {
-	return e.EventNotes(ctx, regarding, reason)
-}
-
 var _ = Describe("Status is a report, not a command", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("1. creates no CR for a forged status entry of a healthy, an unselected or an excluded node", func(ctx SpecContext) {
+	It("creates no CR for a forged status entry of a healthy, an unselected or an excluded node", func(ctx SpecContext) {
 		group, witness := workers(ctx)
 		healthy := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		healthy2 := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -92,12 +86,12 @@ var _ = Describe("Status is a report, not a command", func() {
 
 		forge(ctx, n, witness.Name, healthy.Name, healthy2.Name, excluded.Name, elsewhere.Name)
 		Consistently(func() int {
-			return len(testCRs(ctx, healthy.Name)()) + len(testCRs(ctx, excluded.Name)()) + len(testCRs(ctx, elsewhere.Name)()) +
-				len(testCRs(ctx, healthy2.Name)())
+			return len(e.TestCRs(ctx, healthy.Name)()) + len(e.TestCRs(ctx, excluded.Name)()) + len(e.TestCRs(ctx, elsewhere.Name)()) +
+				len(e.TestCRs(ctx, healthy2.Name)())
 		}).WithTimeout(time.Second).Should(BeZero())
 	})
 
-	It("1. starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
+	It("starts no remediation beyond the budget, however many entries the status lists", func(ctx SpecContext) {
 		group := e.Unique("g")
 		var healthy []*corev1.Node
 		for range 4 {
@@ -110,7 +104,7 @@ var _ = Describe("Status is a report, not a command", func() {
 			n.Spec.MaxUnhealthy = nil
 			n.Spec.HealthyDelay = &metav1.Duration{Duration: time.Hour}
 		})
-		Eventually(testCRs(ctx, witness.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, witness.Name)).Should(HaveLen(1))
 		// Two nodes over the budget: the witness's recovery (counted healthy once its CR is gone)
 		// does not bring it back.
 		e.SetReady(ctx, healthy[2], corev1.ConditionUnknown, time.Hour)
@@ -123,11 +117,11 @@ var _ = Describe("Status is a report, not a command", func() {
 
 		forge(ctx, n, witness.Name, healthy[2].Name, healthy[3].Name, sick.Name)
 		Consistently(func() int {
-			return len(testCRs(ctx, healthy[2].Name)()) + len(testCRs(ctx, healthy[3].Name)()) + len(testCRs(ctx, sick.Name)())
+			return len(e.TestCRs(ctx, healthy[2].Name)()) + len(e.TestCRs(ctx, healthy[3].Name)()) + len(e.TestCRs(ctx, sick.Name)())
 		}).WithTimeout(time.Second).Should(BeZero())
 	})
 
-	It("1. re-derives the decision when a node recovered after the status listed it", func(ctx SpecContext) {
+	It("re-derives the decision when a node recovered after the status listed it", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 2 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -146,14 +140,14 @@ var _ = Describe("Status is a report, not a command", func() {
 		// An entry written while the node was unhealthy, then the node recovered and the pause ended.
 		forge(ctx, n, witness.Name, node.Name)
 		pause(ctx, n)
-		Eventually(testCRs(ctx, held.Name)).Should(HaveLen(1), "the remediation controller looked once the pause ended")
+		Eventually(e.TestCRs(ctx, held.Name)).Should(HaveLen(1), "the remediation controller looked once the pause ended")
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(held.Name))
-		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 })
 
 var _ = Describe("Across NodeHealthChecks", func() {
-	It("4. never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
+	It("never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
 		// remediation controller reconciled the second one.
@@ -161,20 +155,20 @@ var _ = Describe("Across NodeHealthChecks", func() {
 		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
 		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
 		first := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		snr := snrTemplate(ctx)
 		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = snr
 			n.Spec.Selector = groups(group, other)
 		})
 		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
-		Eventually(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", own.Name)).Should(HaveLen(1), "the remediation controller reconciled the second NodeHealthCheck")
-		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.CRsOf(ctx, own.Name, testutil.SelfNodeRemediationKind)).Should(HaveLen(1), "the remediation controller reconciled the second NodeHealthCheck")
+		Consistently(e.CRsOf(ctx, sick.Name, testutil.SelfNodeRemediationKind)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(heldBack(ctx, second, sick.Name)()).To(BeTrue(), "listed in the second's status without remediations")
 		Expect(entryOf(ctx, first, sick.Name)()).To(HaveField("Remediations", HaveLen(1)), "and with its CR in the first's")
 	})
 
-	It("4. remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
+	It("remediates one control-plane node at a time across NodeHealthChecks", func(ctx SpecContext) {
 		var cps, spares []*corev1.Node
 		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for range 2 {
@@ -189,31 +183,29 @@ var _ = Describe("Across NodeHealthChecks", func() {
 		for _, cp := range cps {
 			e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 		}
-		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
+		crCount := func() int { return len(e.TestCRs(ctx, cps[0].Name)()) + len(e.TestCRs(ctx, cps[1].Name)()) }
 		Eventually(crCount).Should(Equal(1))
 		waiting := 1
-		if len(testCRs(ctx, cps[0].Name)()) == 0 {
+		if len(e.TestCRs(ctx, cps[0].Name)()) == 0 {
 			waiting = 0
 		}
 		Eventually(func() string { return e.Status(ctx, nhcs[waiting])().Reason }).Should(ContainSubstring("waits until the remediation of control-plane node " + cps[1-waiting].Name))
 		// A worker of the waiting NodeHealthCheck fails: its CR shows the remediation controller
 		// reconciled that NodeHealthCheck after the other's control-plane CR was created.
 		e.SetReady(ctx, spares[waiting], corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, spares[waiting].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, spares[waiting].Name)).Should(HaveLen(1))
 		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
 		e.SetReady(ctx, cps[1-waiting], corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, cps[waiting].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cps[waiting].Name)).Should(HaveLen(1))
 	})
 })
 
 var _ = Describe("A template change during a remediation", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("3. keeps the running CR, found by ownership, starts no second remediator, and removes it when the node recovers", func(ctx SpecContext) {
+	It("keeps the running CR, found by ownership, starts no second remediator, and removes it when the node recovers", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
-		old := testCRs(ctx, sick.Name)()[0]
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		old := e.TestCRs(ctx, sick.Name)()[0]
 
 		// The status does not list the CR yet (a stale report), so the CRD's transition rule lets the
 		// template change through, to another kind. The nhc controller rewrites the status meanwhile
@@ -229,22 +221,20 @@ var _ = Describe("A template change during a remediation", func() {
 			return e.K8s.Update(ctx, n)
 		}).Should(Succeed())
 
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(ContainSubstring(old.GetName()), ContainSubstring("which the spec no longer references"))))
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name), "the status lists the node with its CR, found by ownership")
 		Expect(e.Status(ctx, n)().UnhealthyNodes[0].Remediations).To(HaveLen(1))
-		Consistently(crsOf(ctx, snr.APIVersion, "SelfNodeRemediation", sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(testCRs(ctx, sick.Name)()).To(HaveLen(1))
+		Consistently(e.CRsOf(ctx, sick.Name, testutil.SelfNodeRemediationKind)).WithTimeout(time.Second).Should(BeEmpty())
+		Expect(e.TestCRs(ctx, sick.Name)()).To(HaveLen(1))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 	})
 })
 
 var _ = Describe("Errors", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("4. a node whose action fails keeps neither its own retry nor the others' deadlines from the result", func(ctx SpecContext) {
+	It("a node whose action fails keeps neither its own retry nor the others' deadlines from the result", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -280,7 +270,7 @@ var _ = Describe("Errors", func() {
 		Expect(err).NotTo(HaveOccurred(), "an error would make controller-runtime drop the deadlines")
 		Expect(res.RequeueAfter).To(BeNumerically(">", 0))
 		Expect(res.RequeueAfter).To(BeNumerically("<=", time.Second), "the failed node is retried soon")
-		Expect(testCRs(ctx, broken.Name)()).To(BeEmpty())
+		Expect(e.TestCRs(ctx, broken.Name)()).To(BeEmpty())
 
 		// The retry backs off, but never past the other node's deadline.
 		for range 8 {
@@ -304,7 +294,7 @@ func snrTemplate(ctx context.Context) *corev1.ObjectReference {
 }
 
 var _ = Describe("A CR name that is taken", func() {
-	It("4. is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
+	It("is explained once, and the object that holds it is left alone", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour) // the budget, with the node failing below
 		// An object of the remediation kind named after the node, which no NodeHealthCheck controls
@@ -315,16 +305,16 @@ var _ = Describe("A CR name that is taken", func() {
 		e.Create(ctx, foreign)
 
 		n := e.NewNHC(ctx, group)
-		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + ": cannot create TestRemediation " + testutil.TemplateNamespace + "/" + sick.Name + ": an object of that name that no NodeHealthCheck controls exists")))
 		// Another node fails: its CR shows the remediation controller looked again, and tried sick's too.
 		next := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, next.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, next.Name)).Should(HaveLen(1))
 		// (Counted among this explanation's notes: the nhc controller may have reported the template
 		// missing at its first look, before its cache showed the template created a moment before.)
 		explanations := func() []string {
 			var out []string
-			for _, note := range eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)() {
+			for _, note := range e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)() {
 				if strings.Contains(note, "cannot create TestRemediation") {
 					out = append(out, note)
 				}
@@ -332,7 +322,7 @@ var _ = Describe("A CR name that is taken", func() {
 			return out
 		}
 		Consistently(explanations).WithTimeout(time.Second).Should(HaveLen(1), "once")
-		got := testCRs(ctx, sick.Name)()
+		got := e.TestCRs(ctx, sick.Name)()
 		Expect(got).To(HaveLen(1))
 		Expect(got[0].GetUID()).To(Equal(foreign.GetUID()))
 		Expect(got[0].GetOwnerReferences()).To(BeEmpty())
@@ -340,7 +330,7 @@ var _ = Describe("A CR name that is taken", func() {
 })
 
 var _ = Describe("A control-plane CR of a node that is gone", func() {
-	It("4. holds the other control-plane nodes until it is gone", func(ctx SpecContext) {
+	It("holds the other control-plane nodes until it is gone", func(ctx SpecContext) {
 		// Another NodeHealthCheck's CR for a control-plane node that is being reprovisioned: the Node
 		// is gone, and the remediator's finalizer keeps the CR while it works. Labelled
 		// isControlPlaneNode, it counts whatever its node is now.
@@ -374,12 +364,13 @@ var _ = Describe("A control-plane CR of a node that is gone", func() {
 		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
 		worker := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
-		Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1)) // it works, and workers are not held
+		Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1)) // it works, and workers are not held
 		e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("control-plane node " + gone.Name))
-		Consistently(testCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		release(ctx)
-		Eventually(testCRs(ctx, cp.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
 	})
 })

@@ -17,6 +17,7 @@
 //   - MachineLinkRejected: the Machine a node's annotations claim does not confirm it, so it owns no CR;
 //   - WouldRemediate: what a dry-run NodeHealthCheck would escalate, for CRs that ran before dry-run.
 //
-// Metrics (metrics.go; docs/metrics.md lists all): nodehealthcheck_old_remediation_cr and
-// nodehealthcheck_remediation_errors_total.
+// Metrics (metrics.go; docs/metrics.md lists all): nodehealthcheck_old_remediation_cr,
+// nodehealthcheck_remediation_errors_total and nodehealthcheck_remediation_decisions_total (the
+// decisions carried out per NodeHealthCheck, the tests' witness that this controller decided).
 package remediation

@@ -87,11 +87,12 @@ var _ = Describe("Dry-run", func() {
 		e.SetReady(ctx, a[0], corev1.ConditionUnknown, 0)
 		e.SetReady(ctx, b[0], corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
-		Eventually(func() []string { return templateNames(stepCRs(ctx, a[0].Name)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
+		Eventually(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, a[0].Name, stepKinds...)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
 		Eventually(simulated(ctx, dry, b[0].Name)).Should(
 			ConsistOf(HaveField("Template", steps[0].RemediationTemplate)))
 		same("ContinueRemediation ", "no action", "no action", "no action")
-		Consistently(stepCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, dry)
+		Consistently(e.CRsOf(ctx, b[0].Name, stepKinds...)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(nodeLease(ctx, b[0].Name)()).To(BeNil(), "dry-run takes no lease")
 		Expect(nodeLease(ctx, a[0].Name)()).NotTo(BeNil())
 
@@ -109,20 +110,20 @@ var _ = Describe("Dry-run", func() {
 		Expect(meta.FindStatusCondition(e.Status(ctx, active)().Conditions, remediationv1alpha1.ConditionTypeDryRun)).To(BeNil())
 		Eventually(e.RelatedEvents(ctx, dry.Name, b[0].Name)).Should(ContainElement(remediationv1alpha1.EventReasonWouldRemediate))
 		Expect(e.RelatedEvents(ctx, active.Name, a[0].Name)()).NotTo(ContainElement(remediationv1alpha1.EventReasonWouldRemediate))
-		Expect(wouldRemediate(dry.Name, b[0].Name, kindA.kind)).To(Equal(1.0))
+		Expect(wouldRemediate(dry.Name, b[0].Name, kindA.Kind)).To(Equal(1.0))
 
 		By("the first step times out: the active one escalates, the dry-run one would")
 		e.Step(ctx, 5*time.Minute)
-		Eventually(stepCRs(ctx, a[0].Name)).Should(HaveLen(2))
+		Eventually(e.CRsOf(ctx, a[0].Name, stepKinds...)).Should(HaveLen(2))
 		Eventually(simulated(ctx, dry, b[0].Name)).Should(HaveExactElements(
 			And(HaveField("Template", steps[0].RemediationTemplate), HaveField("TimedOut", Not(BeNil()))),
 			And(HaveField("Template", steps[1].RemediationTemplate), HaveField("TimedOut", BeNil()))))
 		same("ContinueRemediation ", "no action", "no action", "no action")
 		Eventually(e.EventNotes(ctx, dry.Name, remediationv1alpha1.EventReasonWouldRemediate)).Should(ContainElement(
 			ContainSubstring("would escalate node %s to %s", b[0].Name, steps[1].RemediationTemplate.Kind)))
-		Eventually(func() float64 { return wouldRemediate(dry.Name, b[0].Name, kindB.kind) }).Should(Equal(1.0))
-		Expect(wouldRemediate(dry.Name, b[0].Name, kindA.kind)).To(Equal(-1.0), "the series of the step that timed out is gone")
-		Consistently(stepCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(func() float64 { return wouldRemediate(dry.Name, b[0].Name, kindB.Kind) }).Should(Equal(1.0))
+		Expect(wouldRemediate(dry.Name, b[0].Name, kindA.Kind)).To(Equal(-1.0), "the series of the step that timed out is gone")
+		Consistently(e.CRsOf(ctx, b[0].Name, stepKinds...)).WithTimeout(time.Second).Should(BeEmpty())
 
 		By("two more fail: over the threshold in both pools, the new ones are held back and the first continues, its last step's timeout held too")
 		for _, pool := range [][]*corev1.Node{a, b} {
@@ -131,9 +132,12 @@ var _ = Describe("Dry-run", func() {
 		}
 		e.Step(ctx, 5*time.Minute)
 		same("ContinueRemediation HealthyNodeThreshold", "Skip HealthyNodeThreshold", "Skip HealthyNodeThreshold", "no action")
-		Consistently(stepCRs(ctx, a[1].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		// (same decides from the API server; the status listing a[1] shows the shared cache has it.)
+		Eventually(heldBack(ctx, active, a[1].Name)).Should(BeTrue())
+		e.RemediationDecided(ctx, active)
+		Consistently(e.CRsOf(ctx, a[1].Name, stepKinds...)).WithTimeout(time.Second).Should(BeEmpty())
 		annotations := func(cr unstructured.Unstructured) map[string]string { return cr.GetAnnotations() }
-		Expect(stepCRs(ctx, a[0].Name)()).To(HaveExactElements(
+		Expect(e.CRsOf(ctx, a[0].Name, stepKinds...)()).To(HaveExactElements(
 			WithTransform(annotations, HaveKey(remediationv1alpha1.NHCTimedOutAnnotation)),
 			WithTransform(annotations, Not(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation)))), "the running step is not marked while the gate is closed")
 		Expect(simulated(ctx, dry, b[0].Name)()).To(HaveExactElements(HaveField("TimedOut", Not(BeNil())), HaveField("TimedOut", BeNil())))
@@ -144,10 +148,10 @@ var _ = Describe("Dry-run", func() {
 				e.SetReady(ctx, node, corev1.ConditionTrue, 0)
 			}
 		}
-		Eventually(stepCRs(ctx, a[0].Name)).Should(BeEmpty())
+		Eventually(e.CRsOf(ctx, a[0].Name, stepKinds...)).Should(BeEmpty())
 		Eventually(func() []remediationv1alpha1.UnhealthyNode { return e.Status(ctx, dry)().UnhealthyNodes }).Should(BeEmpty())
 		same("no action", "no action", "no action", "no action")
-		Eventually(func() float64 { return wouldRemediate(dry.Name, b[0].Name, kindB.kind) }).Should(Equal(-1.0))
+		Eventually(func() float64 { return wouldRemediate(dry.Name, b[0].Name, kindB.Kind) }).Should(Equal(-1.0))
 		Expect(meta.FindStatusCondition(e.Status(ctx, dry)().Conditions, remediationv1alpha1.ConditionTypeDryRun).Reason).To(
 			Equal(remediationv1alpha1.ConditionReasonNothingToRemediate))
 
@@ -155,14 +159,15 @@ var _ = Describe("Dry-run", func() {
 		e.SetReady(ctx, b[3], corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
 		Eventually(entryOf(ctx, dry, b[3].Name)).Should(HaveField("DryRunRemediations", HaveLen(1)))
-		Consistently(stepCRs(ctx, b[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, dry)
+		Consistently(e.CRsOf(ctx, b[3].Name, stepKinds...)).WithTimeout(time.Second).Should(BeEmpty())
 		stored := &remediationv1alpha1.NodeHealthCheck{}
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(dry), stored)).To(Succeed())
 		stored.Spec.DryRun = false
 		Expect(e.K8s.Update(ctx, stored)).To(Succeed())
 		// The first step's CR. (The fake clock is 20 minutes ahead of the API server's
 		// creationTimestamps by now, so the step may time out at once and escalate: not asserted.)
-		Eventually(func() []string { return templateNames(stepCRs(ctx, b[3].Name)()) }).Should(
+		Eventually(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, b[3].Name, stepKinds...)()) }).Should(
 			WithTransform(func(names []string) string {
 				if len(names) == 0 {
 					return ""
@@ -187,7 +192,7 @@ var _ = Describe("Dry-run", func() {
 		node := pool[0]
 		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
-		Eventually(func() []string { return templateNames(stepCRs(ctx, node.Name)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
+		Eventually(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, node.Name, stepKinds...)()) }).Should(Equal([]string{steps[0].RemediationTemplate.Name}))
 
 		setDryRun := func(on bool) {
 			GinkgoHelper()
@@ -209,13 +214,13 @@ var _ = Describe("Dry-run", func() {
 			_, marked := cr.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]
 			return marked
 		}
-		Consistently(stepCRs(ctx, node.Name)).WithTimeout(2*time.Second).Should(HaveExactElements(
+		Consistently(e.CRsOf(ctx, node.Name, stepKinds...)).WithTimeout(2*time.Second).Should(HaveExactElements(
 			WithTransform(timedOut, BeFalse())), "the running CR is neither marked timed out (its remediator would give up) nor followed by the next step")
 
 		By("dry-run off: the escalation that was due happens at once")
 		setDryRun(false)
-		Eventually(stepCRs(ctx, node.Name)).Should(HaveExactElements(
+		Eventually(e.CRsOf(ctx, node.Name, stepKinds...)).Should(HaveExactElements(
 			WithTransform(timedOut, BeTrue()), WithTransform(timedOut, BeFalse())))
-		Expect(templateNames(stepCRs(ctx, node.Name)())).To(Equal([]string{steps[0].RemediationTemplate.Name, steps[1].RemediationTemplate.Name}))
+		Expect(testutil.TemplateNames(e.CRsOf(ctx, node.Name, stepKinds...)())).To(Equal([]string{steps[0].RemediationTemplate.Name, steps[1].RemediationTemplate.Name}))
 	})
 })

@@ -2,7 +2,6 @@ package remediation_test
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,20 +18,20 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
-type kindRef struct{ apiVersion, kind string }
-
+// The kinds of the escalation steps' CRs.
 var (
-	kindA = kindRef{"test.medik8s.io/v1alpha1", "TestRemediation"}
-	kindB = kindRef{"infrastructure.cluster.x-k8s.io/v1beta1", "Metal3Remediation"}
-	kindC = kindRef{"self-node-remediation.medik8s.io/v1alpha1", "SelfNodeRemediation"}
+	kindA     = testutil.TestRemediationKind
+	kindB     = testutil.Metal3RemediationKind
+	kindC     = testutil.SelfNodeRemediationKind
+	stepKinds = []schema.GroupVersionKind{kindA, kindB, kindC}
 )
 
 // stepTemplate creates a template of the kind (with multiple-templates support when asked) and
 // returns an escalation step for it.
-func stepTemplate(ctx context.Context, k kindRef, order int, timeout time.Duration, multi bool) remediationv1alpha1.EscalatingRemediation {
+func stepTemplate(ctx context.Context, k schema.GroupVersionKind, order int, timeout time.Duration, multi bool) remediationv1alpha1.EscalatingRemediation {
 	t := &unstructured.Unstructured{}
-	t.SetAPIVersion(k.apiVersion)
-	t.SetKind(k.kind + "Template")
+	t.SetAPIVersion(k.GroupVersion().String())
+	t.SetKind(k.Kind + "Template")
 	t.SetNamespace(testutil.TemplateNamespace)
 	t.SetName(e.Unique("step"))
 	if multi {
@@ -40,42 +40,9 @@ func stepTemplate(ctx context.Context, k kindRef, order int, timeout time.Durati
 	Expect(unstructured.SetNestedMap(t.Object, map[string]any{"spec": map[string]any{"step": int64(order)}}, "spec", "template")).To(Succeed())
 	e.Create(ctx, t)
 	return remediationv1alpha1.EscalatingRemediation{
-		RemediationTemplate: corev1.ObjectReference{APIVersion: k.apiVersion, Kind: t.GetKind(), Namespace: testutil.TemplateNamespace, Name: t.GetName()},
+		RemediationTemplate: corev1.ObjectReference{APIVersion: k.GroupVersion().String(), Kind: t.GetKind(), Namespace: testutil.TemplateNamespace, Name: t.GetName()},
 		Order:               order, Timeout: metav1.Duration{Duration: timeout},
 	}
-}
-
-// stepCRs returns the node's CRs of every step kind, oldest first.
-func stepCRs(ctx context.Context, node string) func() []unstructured.Unstructured {
-	return func() []unstructured.Unstructured {
-		var all []unstructured.Unstructured
-		for _, k := range []kindRef{kindA, kindB, kindC} {
-			all = append(all, crsOf(ctx, k.apiVersion, k.kind, node)()...)
-		}
-		sortByCreation(all)
-		return all
-	}
-}
-
-// sortByCreation orders CRs by creation time; within one second (the API's precision) by the
-// order of the steps that created them, which the test templates carry in spec.step.
-func sortByCreation(crs []unstructured.Unstructured) {
-	slices.SortStableFunc(crs, func(a, b unstructured.Unstructured) int {
-		if c := a.GetCreationTimestamp().Compare(b.GetCreationTimestamp().Time); c != 0 {
-			return c
-		}
-		sa, _, _ := unstructured.NestedInt64(a.Object, "spec", "step")
-		sb, _, _ := unstructured.NestedInt64(b.Object, "spec", "step")
-		return int(sa - sb)
-	})
-}
-
-func templateNames(crs []unstructured.Unstructured) []string {
-	var out []string
-	for _, cr := range crs {
-		out = append(out, cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation])
-	}
-	return out
 }
 
 func timedOut(cr unstructured.Unstructured) bool {
@@ -99,11 +66,8 @@ func elapse(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, d time.
 }
 
 var _ = Describe("Escalating remediations", func() {
-	// The first step's timer starts at its CR's creationTimestamp, which the API server sets from the
-	// real clock: start each spec with the fake clock at real time.
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
-	It("1. runs four steps of kinds A, B, C, C in order, marks each timed-out CR, and removes all when the node recovers", func(ctx SpecContext) {
+	It("runs four steps of kinds A, B, C, C in order, marks each timed-out CR, and removes all when the node recovers", func(ctx SpecContext) {
 		steps := []remediationv1alpha1.EscalatingRemediation{
 			stepTemplate(ctx, kindC, 40, 4*time.Minute, true),
 			stepTemplate(ctx, kindA, 10, time.Minute, false),
@@ -116,20 +80,20 @@ var _ = Describe("Escalating remediations", func() {
 		}
 		n, sick := escalatingNHC(ctx, steps...)
 
-		Eventually(func() []string { return templateNames(stepCRs(ctx, sick.Name)()) }).Should(Equal([]string{byOrder[10]}))
+		Eventually(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, sick.Name, stepKinds...)()) }).Should(Equal([]string{byOrder[10]}))
 		elapse(ctx, n, 59*time.Second)
 		renewedNow(ctx, sick.Name) // the first step's lease lasts 2m: renewed after 40s
-		Consistently(func() []string { return templateNames(stepCRs(ctx, sick.Name)()) }).WithTimeout(time.Second).Should(HaveLen(1))
+		Consistently(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, sick.Name, stepKinds...)()) }).WithTimeout(time.Second).Should(HaveLen(1))
 
 		for i, order := range []int{20, 30, 40} {
 			elapse(ctx, n, time.Duration(i+1)*time.Minute+time.Second)
-			Eventually(func() []string { return templateNames(stepCRs(ctx, sick.Name)()) }).Should(HaveLen(i + 2))
-			crs := stepCRs(ctx, sick.Name)()
-			Expect(templateNames(crs)[i+1]).To(Equal(byOrder[order]))
+			Eventually(func() []string { return testutil.TemplateNames(e.CRsOf(ctx, sick.Name, stepKinds...)()) }).Should(HaveLen(i + 2))
+			crs := e.CRsOf(ctx, sick.Name, stepKinds...)()
+			Expect(testutil.TemplateNames(crs)[i+1]).To(Equal(byOrder[order]))
 			Expect(timedOut(crs[i])).To(BeTrue(), "the previous step's CR is marked")
 			Expect(timedOut(crs[i+1])).To(BeFalse())
 		}
-		c := stepCRs(ctx, sick.Name)()
+		c := e.CRsOf(ctx, sick.Name, stepKinds...)()
 		Expect(c[2].GetName()).To(HavePrefix(sick.Name+"-"), "two steps of one kind get generated names")
 		Expect(c[3].GetName()).To(HavePrefix(sick.Name + "-"))
 
@@ -150,41 +114,41 @@ var _ = Describe("Escalating remediations", func() {
 
 		// The last step times out: nothing is left; the node stays listed.
 		elapse(ctx, n, 4*time.Minute)
-		Eventually(func() bool { return timedOut(stepCRs(ctx, sick.Name)()[3]) }).Should(BeTrue())
+		Eventually(func() bool { return timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[3]) }).Should(BeTrue())
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))
 		Expect(testutil.Listed(e.Status(ctx, n)())).To(ConsistOf(sick.Name))
-		Consistently(stepCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(4))
+		Consistently(e.CRsOf(ctx, sick.Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(4))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
-		Eventually(stepCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(BeEmpty())
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 	})
 
-	It("1. skips ahead at once when a CR reports Succeeded=False", func(ctx SpecContext) {
+	It("skips ahead at once when a CR reports Succeeded=False", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, time.Hour, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := stepCRs(ctx, sick.Name)()[0]
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(1))
+		first := e.CRsOf(ctx, sick.Name, stepKinds...)()[0]
 		setCondition(ctx, &first, map[string]any{"type": "Succeeded", "status": "False", "reason": "Failed", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(2))
-		Expect(timedOut(stepCRs(ctx, sick.Name)()[0])).To(BeTrue())
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(2))
+		Expect(timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[0])).To(BeTrue())
 		_ = n
 	})
 
-	It("1. never marks a CR that reports Succeeded=True, but still escalates after its timeout", func(ctx SpecContext) {
+	It("never marks a CR that reports Succeeded=True, but still escalates after its timeout", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, time.Minute, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := stepCRs(ctx, sick.Name)()[0]
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(1))
+		first := e.CRsOf(ctx, sick.Name, stepKinds...)()[0]
 		setCondition(ctx, &first, map[string]any{"type": "Succeeded", "status": "True", "reason": "Done", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
 		// Past the timeout; the CR's creationTimestamp may be in the second after the clock's start.
 		elapse(ctx, n, time.Minute+2*time.Second)
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(2))
-		Consistently(func() bool { return timedOut(stepCRs(ctx, sick.Name)()[0]) }).WithTimeout(time.Second).Should(BeFalse())
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(2))
+		Consistently(func() bool { return timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[0]) }).WithTimeout(time.Second).Should(BeFalse())
 	})
 
-	It("1. keeps a step's timer across a restart: it lives in the CR, not in memory", func(ctx SpecContext) {
+	It("keeps a step's timer across a restart: it lives in the CR, not in memory", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, stepTemplate(ctx, kindA, 1, 10*time.Minute, false), stepTemplate(ctx, kindB, 2, time.Hour, false))
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
-		created := stepCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(1))
+		created := e.CRsOf(ctx, sick.Name, stepKinds...)()[0].GetCreationTimestamp().Time
 		// Late in the step, so its end comes before the next lease renewal (a third of 11m).
 		e.Clock.SetTime(created.Add(8 * time.Minute))
 
@@ -193,6 +157,6 @@ var _ = Describe("Escalating remediations", func() {
 		res, err := restarted.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.RequeueAfter).To(Equal(2*time.Minute), "the remaining time of the step, not a fresh timeout")
-		Expect(stepCRs(ctx, sick.Name)()).To(HaveLen(1))
+		Expect(e.CRsOf(ctx, sick.Name, stepKinds...)()).To(HaveLen(1))
 	})
 })

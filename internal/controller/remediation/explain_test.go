@@ -63,7 +63,7 @@ func agrees(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, pool []
 		for _, node := range pool {
 			d, _ := s.Node(node.Name)
 			remediating := d.Action == health.StartRemediation || d.Action == health.ContinueRemediation
-			if remediating != (len(testCRs(ctx, node.Name)()) > 0) {
+			if remediating != (len(e.TestCRs(ctx, node.Name)()) > 0) {
 				diffs = append(diffs, "CRs of "+node.Name)
 			}
 		}
@@ -81,7 +81,7 @@ var _ = Describe("kubectl nhc explain", func() {
 		e.SetReady(ctx, nodes[0], corev1.ConditionUnknown, 0)
 		e.SetReady(ctx, nodes[1], corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
-		Eventually(testCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
 		Eventually(heldBack(ctx, n, nodes[1].Name)).Should(BeTrue())
 		Eventually(agrees(ctx, n, nodes)).Should(BeEmpty())
 		d, _ := explained(ctx, n).Node(nodes[1].Name)

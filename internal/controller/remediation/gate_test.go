@@ -24,8 +24,6 @@ func heldNote(node string) OmegaMatcher {
 }
 
 var _ = Describe("One gate for every new CR", func() {
-	// Step timers start at the CRs' creationTimestamps (the API server's clock).
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
 
 	twoSteps := func(ctx context.Context) []remediationv1alpha1.EscalatingRemediation {
 		return []remediationv1alpha1.EscalatingRemediation{stepTemplate(ctx, kindA, 1, time.Minute, false), stepTemplate(ctx, kindB, 2, 5*time.Minute, false)}
@@ -33,23 +31,23 @@ var _ = Describe("One gate for every new CR", func() {
 
 	It("holds a running remediation's next step while paused, renewing its lease and saying so; the step is decided again once unpaused", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, twoSteps(ctx)...)
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(1))
 		pause(ctx, n, "rack A is being recabled, by @admin")
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
 
 		elapse(ctx, n, 2*time.Minute) // past the first step's timeout, and its lease's renewal
 		renewedNow(ctx, sick.Name)    // the remediation controller decided after the step timed out
-		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(heldNote(sick.Name), ContainSubstring("rack A is being recabled"))))
-		Consistently(stepCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Expect(timedOut(stepCRs(ctx, sick.Name)()[0])).To(BeFalse(), "the running step is not told to stop while the gate is closed")
+		Consistently(e.CRsOf(ctx, sick.Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(1))
+		Expect(timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[0])).To(BeFalse(), "the running step is not told to stop while the gate is closed")
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("escalation of node %s held", sick.Name))
 
 		pause(ctx, n)
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(2))
-		crs := stepCRs(ctx, sick.Name)()
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(2))
+		crs := e.CRsOf(ctx, sick.Name, stepKinds...)()
 		Expect(timedOut(crs[0])).To(BeTrue())
-		Expect(crs[1].GetKind()).To(Equal(kindB.kind))
+		Expect(crs[1].GetKind()).To(Equal(kindB.Kind))
 	})
 
 	It("holds a running remediation's next step while the healthy-node threshold is violated (a partition), and while nodes are returning", func(ctx SpecContext) {
@@ -64,31 +62,31 @@ var _ = Describe("One gate for every new CR", func() {
 			n.Spec.MinHealthy = ptr.To(intstr.FromInt32(3))
 		})
 		e.SetReady(ctx, nodes[0], corev1.ConditionUnknown, time.Hour)
-		Eventually(stepCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+		Eventually(e.CRsOf(ctx, nodes[0].Name, stepKinds...)).Should(HaveLen(1))
 		// The rest of the rack goes: 2 of 4 healthy, 3 required.
 		e.SetReady(ctx, nodes[1], corev1.ConditionUnknown, time.Hour)
 		Eventually(heldBack(ctx, n, nodes[1].Name)).Should(BeTrue())
 
 		elapse(ctx, n, 2*time.Minute)
 		renewedNow(ctx, nodes[0].Name)
-		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(heldNote(nodes[0].Name), ContainSubstring("2 of 4 selected nodes are healthy, 3 required"))))
-		Consistently(stepCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Expect(stepCRs(ctx, nodes[1].Name)()).To(BeEmpty())
+		Consistently(e.CRsOf(ctx, nodes[0].Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(1))
+		Expect(e.CRsOf(ctx, nodes[1].Name, stepKinds...)()).To(BeEmpty())
 
 		// The partition heals but for the first node: the threshold holds only with a node that came
 		// back just now, and the escalation waits for the returning-node grace too.
 		e.SetReady(ctx, nodes[1], corev1.ConditionTrue, 0)
-		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(heldNote(nodes[0].Name), ContainSubstring("came back less than"))))
-		Consistently(stepCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Consistently(e.CRsOf(ctx, nodes[0].Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(1))
 		elapse(ctx, n, returnGrace)
-		Eventually(stepCRs(ctx, nodes[0].Name)).Should(HaveLen(2))
+		Eventually(e.CRsOf(ctx, nodes[0].Name, stepKinds...)).Should(HaveLen(2))
 	})
 
 	It("holds a running remediation's next step while someone else holds the node's lease, and goes on once it is released", func(ctx SpecContext) {
 		n, sick := escalatingNHC(ctx, twoSteps(ctx)...)
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(1))
 		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
 		// Node maintenance takes the lease (as after the operator was down longer than the lease).
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -99,16 +97,16 @@ var _ = Describe("One gate for every new CR", func() {
 		})).To(Succeed())
 
 		elapse(ctx, n, 2*time.Minute)
-		Eventually(eventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(heldNote(sick.Name), ContainSubstring("leased by node-maintenance"))))
-		Consistently(stepCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Expect(timedOut(stepCRs(ctx, sick.Name)()[0])).To(BeFalse())
+		Consistently(e.CRsOf(ctx, sick.Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(1))
+		Expect(timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[0])).To(BeFalse())
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("node-maintenance")), "their lease is left as they wrote it")
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("node %s is leased by node-maintenance", sick.Name))
 
 		// Released: the lease's deletion alone brings the decision back (no clock step, no poke).
 		Expect(e.K8s.Delete(ctx, nodeLease(ctx, sick.Name)())).To(Succeed())
-		Eventually(stepCRs(ctx, sick.Name)).Should(HaveLen(2))
+		Eventually(e.CRsOf(ctx, sick.Name, stepKinds...)).Should(HaveLen(2))
 		Eventually(nodeLease(ctx, sick.Name)).Should(HaveField("Spec.HolderIdentity", PointTo(Equal("NodeHealthCheck-"+n.Name))))
 	})
 
@@ -119,18 +117,18 @@ var _ = Describe("One gate for every new CR", func() {
 		}
 		gone, back := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour), e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, gone.Name)).Should(HaveLen(1))
-		Eventually(testCRs(ctx, back.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, gone.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, back.Name)).Should(HaveLen(1))
 		pause(ctx, n, "maintenance")
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhasePaused))
 
 		label(ctx, gone, testutil.GroupLabel, e.Unique("elsewhere"))
 		e.SetReady(ctx, back, corev1.ConditionTrue, 0)
 		// The remediation controller decided after both changes: it removed the recovered node's CR.
-		Eventually(testCRs(ctx, back.Name)).Should(BeEmpty())
-		Consistently(testCRs(ctx, gone.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, back.Name)).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, gone.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		pause(ctx, n)
-		Eventually(testCRs(ctx, gone.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, gone.Name)).Should(BeEmpty())
 	})
 })

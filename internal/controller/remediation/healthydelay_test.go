@@ -49,7 +49,7 @@ func isDelayed(u *remediationv1alpha1.UnhealthyNode) bool {
 func remediatedThenRecovered(ctx context.Context, mutate func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, *corev1.Node) {
 	group, sick := workers(ctx)
 	n := e.NewNHC(ctx, group, mutate)
-	Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+	Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 	e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
 	Eventually(func() bool { return isDelayed(entryOf(ctx, n, sick.Name)()) }).Should(BeTrue())
 	return n, sick
@@ -65,11 +65,11 @@ func failingNow(ctx context.Context, sibling *corev1.Node) *corev1.Node {
 }
 
 var _ = Describe("healthyDelay", func() {
-	It("2. keeps a recovered node's CR for the delay, marks it, and then removes it", func(ctx SpecContext) {
+	It("keeps a recovered node's CR for the delay, marks it, and then removes it", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(10*time.Minute))
 		since := entryOf(ctx, n, sick.Name)().ConditionsHealthyTimestamp.UTC().Format(time.RFC3339)
 		Eventually(func() string {
-			crs := testCRs(ctx, sick.Name)()
+			crs := e.TestCRs(ctx, sick.Name)()
 			if len(crs) != 1 {
 				return ""
 			}
@@ -81,42 +81,42 @@ var _ = Describe("healthyDelay", func() {
 		// after the step (with one more healthy node for the budget).
 		due := failingNow(ctx, sick)
 		e.Step(ctx, 9*time.Minute)
-		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, due.Name)).Should(HaveLen(1))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 		e.Step(ctx, time.Minute)
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 		Eventually(entryOf(ctx, n, sick.Name)).Should(BeNil())
 	})
 
-	It("2. with a negative delay keeps the CR until the node is confirmed, then removes the confirmation", func(ctx SpecContext) {
+	It("with a negative delay keeps the CR until the node is confirmed, then removes the confirmation", func(ctx SpecContext) {
 		_, sick := remediatedThenRecovered(ctx, withHealthyDelay(-time.Second))
 		due := failingNow(ctx, sick)
 		e.Step(ctx, 24*time.Hour)
-		Eventually(testCRs(ctx, due.Name)).Should(HaveLen(1))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, due.Name)).Should(HaveLen(1))
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
 		sick.Annotations = map[string]string{remediationv1alpha1.ManuallyConfirmedHealthyAnnotation: "by admin"}
 		Expect(e.K8s.Update(ctx, sick)).To(Succeed())
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 		Eventually(func() map[string]string {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(sick), sick)).To(Succeed())
 			return sick.Annotations
 		}).ShouldNot(HaveKey(remediationv1alpha1.ManuallyConfirmedHealthyAnnotation))
 	})
 
-	It("2. releases every delayed node when healthyDelay is set back to 0", func(ctx SpecContext) {
+	It("releases every delayed node when healthyDelay is set back to 0", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(-time.Second))
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 		n.Spec.HealthyDelay = &metav1.Duration{}
 		Expect(e.K8s.Update(ctx, n)).To(Succeed())
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 	})
 
-	It("2. ends the delay when the node fails again during it", func(ctx SpecContext) {
+	It("ends the delay when the node fails again during it", func(ctx SpecContext) {
 		n, sick := remediatedThenRecovered(ctx, withHealthyDelay(time.Hour))
 		Eventually(func() map[string]string {
-			crs := testCRs(ctx, sick.Name)()
+			crs := e.TestCRs(ctx, sick.Name)()
 			if len(crs) != 1 {
 				return nil
 			}
@@ -131,7 +131,7 @@ var _ = Describe("healthyDelay", func() {
 			}
 			return u.ConditionsHealthyTimestamp
 		}).Should(BeNil())
-		Eventually(func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }).ShouldNot(HaveKey(remediationv1alpha1.HealthyDelayAnnotation))
-		Expect(testCRs(ctx, sick.Name)()).To(HaveLen(1), "the same remediation continues")
+		Eventually(func() map[string]string { return e.TestCRs(ctx, sick.Name)()[0].GetAnnotations() }).ShouldNot(HaveKey(remediationv1alpha1.HealthyDelayAnnotation))
+		Expect(e.TestCRs(ctx, sick.Name)()).To(HaveLen(1), "the same remediation continues")
 	})
 })

@@ -53,12 +53,10 @@ func renewedNow(ctx context.Context, node string) {
 }
 
 var _ = Describe("Node leases", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("3. takes the node's lease before remediating, owned by the node, and releases it when the node is healthy", func(ctx SpecContext) {
+	It("takes the node's lease before remediating, owned by the node, and releases it when the node is healthy", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(nodeLease(ctx, sick.Name)).Should(PointTo(MatchFields(IgnoreExtras, Fields{
 			"ObjectMeta": MatchFields(IgnoreExtras, Fields{"OwnerReferences": ConsistOf(MatchFields(IgnoreExtras, Fields{
 				"Kind": Equal("Node"), "Name": Equal(sick.Name), "UID": Equal(sick.UID)}))}),
@@ -69,11 +67,11 @@ var _ = Describe("Node leases", func() {
 		})))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, sick.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 		Eventually(nodeLease(ctx, sick.Name)).Should(BeNil())
 	})
 
-	It("3. waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
+	It("waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Due when the foreign lease has a second left (with one more healthy node for the budget):
 		// its CR shows the remediation controller looked at that time.
@@ -90,9 +88,9 @@ var _ = Describe("Node leases", func() {
 		Expect(e.K8s.Create(ctx, foreign)).To(Succeed())
 
 		n := e.NewNHC(ctx, group)
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + " is leased by " + holder)))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// Listed without remediations once the status write has waited its moment for the first CR
 		// (nhc.DefaultStartWait).
 		Eventually(heldBack(ctx, n, sick.Name)).Should(BeTrue(), "listed without remediations while the lease holds it back")
@@ -100,28 +98,28 @@ var _ = Describe("Node leases", func() {
 		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled), st.Reason)
 		Expect(st.Reason).To(ContainSubstring("node %s is leased by %s until", sick.Name, holder))
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("(%s): node %s is leased by %s", "NodeLeased", sick.Name, holder)), "the status writer's event names the holder too")
 
 		e.Step(ctx, 119*time.Second)
 		e.Touch(ctx, n)
-		Eventually(testCRs(ctx, soon.Name)).Should(HaveLen(1), "the remediation controller looked 119s later")
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, soon.Name)).Should(HaveLen(1), "the remediation controller looked 119s later")
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Second)
 		e.Touch(ctx, n)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 
-	It("3. times the remediation out when its step is overdue by three lease durations", func(ctx SpecContext) {
+	It("times the remediation out when its step is overdue by three lease durations", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
 		// The step started when its CR was created (the API server's clock), whatever the lease's
 		// acquireTime says: the public operator's leases keep the first step's.
-		started := testCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
-		timedOut := func() map[string]string { return testCRs(ctx, sick.Name)()[0].GetAnnotations() }
+		started := e.TestCRs(ctx, sick.Name)()[0].GetCreationTimestamp().Time
+		timedOut := func() map[string]string { return e.TestCRs(ctx, sick.Name)()[0].GetAnnotations() }
 
 		e.Clock.SetTime(started.Add(33 * time.Minute)) // 3 x 11m: not beyond yet
 		e.Touch(ctx, n)
@@ -137,8 +135,6 @@ var _ = Describe("Node leases", func() {
 // Renewals read the lease cache, never the API server: at 1,000 nodes with 134 running remediations,
 // reading each lease around the cache cost about 4 GETs a second.
 var _ = Describe("Node lease reads", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	leaseReads := func(r testutil.Request) bool {
 		return r.Method == http.MethodGet && !r.Watch &&
 			strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases")
@@ -150,7 +146,7 @@ var _ = Describe("Node lease reads", func() {
 		return r.Method == http.MethodPut && strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases/")
 	}
 
-	It("3. renews the leases of running remediations without reading a lease from the API server", func(ctx SpecContext) {
+	It("renews the leases of running remediations without reading a lease from the API server", func(ctx SpecContext) {
 		const sick, healthy, periods = 4, 5, 3 // 5 of 9 healthy: within the default minHealthy of 51%
 		group := e.Unique("g")
 		for range healthy {
@@ -162,7 +158,7 @@ var _ = Describe("Node lease reads", func() {
 		}
 		n := e.NewNHC(ctx, group)
 		for _, node := range nodes {
-			Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+			Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
 			Eventually(nodeLease(ctx, node.Name)).ShouldNot(BeNil())
 		}
 
@@ -180,16 +176,16 @@ var _ = Describe("Node lease reads", func() {
 		Expect(len(updates)).To(BeNumerically(">=", sick*periods), "every running remediation renewed its lease in every period")
 		Expect(requests.Since(mark, leaseReads)).To(BeEmpty(), "no lease was read around the cache while %d remediations renewed their leases %d times", sick, len(updates))
 		for _, node := range nodes {
-			Expect(testCRs(ctx, node.Name)()).To(HaveLen(1), "still running")
+			Expect(e.TestCRs(ctx, node.Name)()).To(HaveLen(1), "still running")
 		}
 		AddReportEntry("lease requests while renewing", fmt.Sprintf("%d remediations, %d renewal periods: %d lease updates, %d lease reads around the cache",
 			sick, periods, len(updates), len(requests.Since(mark, leaseReads))))
 	})
 
-	It("3. renews a lease the cache shows stale: the write conflicts, and the lease is read again and renewed", func(ctx SpecContext) {
+	It("renews a lease the cache shows stale: the write conflicts, and the lease is read again and renewed", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
 		stale := nodeLease(ctx, sick.Name)()
 
@@ -244,35 +240,33 @@ func withWatch() client.WithWatch {
 // The lease manager of github.com/medik8s/common is what node maintenance and self node remediation
 // take node leases with: its leases and ours must hold each other off, in both directions.
 var _ = Describe("Node leases with medik8s/common's lease manager", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	nodeObject := func(n *corev1.Node) *corev1.Node {
 		obj := n.DeepCopy()
 		obj.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 		return obj
 	}
 
-	It("3. a lease node maintenance took holds remediation back until it is released", func(ctx SpecContext) {
+	It("a lease node maintenance took holds remediation back until it is released", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		maintenance, err := commonlease.NewManager(e.K8s, "node-maintenance")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(maintenance.RequestLease(ctx, nodeObject(sick), time.Hour)).To(Succeed())
 
 		n := e.NewNHC(ctx, group)
-		Eventually(eventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + " is leased by node-maintenance")))
-		Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		Expect(maintenance.InvalidateLease(ctx, nodeObject(sick))).To(Succeed())
 		e.Touch(ctx, n)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 	})
 
-	It("3. a lease this operator holds is respected by that manager", func(ctx SpecContext) {
+	It("a lease this operator holds is respected by that manager", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		n := e.NewNHC(ctx, group)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Expect(nodeLease(ctx, sick.Name)().Spec.HolderIdentity).To(PointTo(Equal("NodeHealthCheck-" + n.Name)))
 
 		maintenance, err := commonlease.NewManager(e.K8s, "node-maintenance")

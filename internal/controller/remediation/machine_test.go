@@ -110,14 +110,12 @@ func failsWithClaim(ctx context.Context, link func(node *corev1.Node)) (*remedia
 	n := e.NewNHC(ctx, group)
 	e.SeenHealthy(ctx, n, 3)
 	e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
-	Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
-	return n, node, testCRs(ctx, node.Name)()[0]
+	Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
+	return n, node, e.TestCRs(ctx, node.Name)()[0]
 }
 
 var _ = Describe("Machine links", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
-	It("3. a node that names another node's control-plane Machine gets a CR without that owner, not labelled control-plane, and an event says why, once", func(ctx SpecContext) {
+	It("a node that names another node's control-plane Machine gets a CR without that owner, not labelled control-plane, and an event says why, once", func(ctx SpecContext) {
 		cp := e.NewNode(ctx, e.Unique("cp"), corev1.ConditionTrue, time.Hour)
 		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
 		var machine *unstructured.Unstructured
@@ -137,13 +135,13 @@ var _ = Describe("Machine links", func() {
 		// remediation controller read the claim again. A second event would be a series (the recorder
 		// merges events of one reason, action and objects).
 		e.SetReady(ctx, node, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, node.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, node.Name)).Should(BeEmpty())
 		e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, node.Name)).Should(ConsistOf(WithTransform(func(u unstructured.Unstructured) bool { return u.GetUID() != cr.GetUID() }, BeTrue())))
+		Eventually(e.TestCRs(ctx, node.Name)).Should(ConsistOf(WithTransform(func(u unstructured.Unstructured) bool { return u.GetUID() != cr.GetUID() }, BeTrue())))
 		Consistently(linkEvents(ctx, n, node.Name)).WithTimeout(time.Second).Should(ConsistOf(HaveField("Series", BeNil())))
 	})
 
-	DescribeTable("3. a claim its Machine does not confirm: the CR has no Machine owner, and an event says why",
+	DescribeTable("a claim its Machine does not confirm: the CR has no Machine owner, and an event says why",
 		func(ctx SpecContext, apiVersion string, nodeRef func(node *corev1.Node) string, cluster, named string, missing bool, why string) {
 			var machine *unstructured.Unstructured
 			n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -167,7 +165,7 @@ var _ = Describe("Machine links", func() {
 		Entry("a Cluster API Machine of another cluster", clusterAPIMachine, func(n *corev1.Node) string { return n.Name }, "c2", "c1", false, `cluster "c2"`),
 	)
 
-	DescribeTable("4. a Machine that confirms the node's claim owns its CR",
+	DescribeTable("a Machine that confirms the node's claim owns its CR",
 		func(ctx SpecContext, apiVersion, cluster, named string) {
 			var machine *unstructured.Unstructured
 			n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -183,7 +181,7 @@ var _ = Describe("Machine links", func() {
 		Entry("Cluster API, the node names no cluster: status.nodeRef alone", clusterAPIMachine, "c1", ""),
 	)
 
-	It("4. a Machine in another namespace than the template's confirms the claim but owns no CR (an owner lives in its dependent's namespace)", func(ctx SpecContext) {
+	It("a Machine in another namespace than the template's confirms the claim but owns no CR (an owner lives in its dependent's namespace)", func(ctx SpecContext) {
 		elsewhere := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.Unique("machines")}}
 		e.Create(ctx, elsewhere)
 		n, node, cr := failsWithClaim(ctx, func(node *corev1.Node) {
@@ -193,7 +191,7 @@ var _ = Describe("Machine links", func() {
 		Expect(linkEvents(ctx, n, node.Name)()).To(BeEmpty(), "not a forged claim")
 	})
 
-	DescribeTable("4. a worker-labelled node whose Machine is a control-plane Machine is a control-plane node: its CR is labelled so, and another failing control-plane node waits",
+	DescribeTable("a worker-labelled node whose Machine is a control-plane Machine is a control-plane node: its CR is labelled so, and another failing control-plane node waits",
 		func(ctx SpecContext, apiVersion string) {
 			group := e.Unique("g")
 			for range 3 {
@@ -209,24 +207,24 @@ var _ = Describe("Machine links", func() {
 			e.SeenHealthy(ctx, n, 6)
 
 			e.SetReady(ctx, byMachine, corev1.ConditionUnknown, time.Hour)
-			Eventually(testCRs(ctx, byMachine.Name)).Should(HaveLen(1))
-			Expect(testCRs(ctx, byMachine.Name)()[0].GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
+			Eventually(e.TestCRs(ctx, byMachine.Name)).Should(HaveLen(1))
+			Expect(e.TestCRs(ctx, byMachine.Name)()[0].GetLabels()).To(HaveKey(remediationv1alpha1.ControlPlaneCRLabel))
 			// The control-plane node fails, then a worker: the worker's CR shows the remediation
 			// controller decided after both failed.
 			e.SetReady(ctx, byLabel, corev1.ConditionUnknown, time.Hour)
 			e.SetReady(ctx, worker, corev1.ConditionUnknown, time.Hour)
-			Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1))
-			Consistently(testCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time")
+			Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1))
+			Consistently(e.TestCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time")
 			Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring("control-plane node " + byMachine.Name))
 
 			e.SetReady(ctx, byMachine, corev1.ConditionTrue, 0)
-			Eventually(testCRs(ctx, byLabel.Name)).Should(HaveLen(1))
+			Eventually(e.TestCRs(ctx, byLabel.Name)).Should(HaveLen(1))
 		},
 		Entry("Cluster API: the control-plane label and a KubeadmControlPlane owner", clusterAPIMachine),
 		Entry("OpenShift: the master role label", openShiftMachine),
 	)
 
-	It("4. a control-plane node by its Machine holds another NodeHealthCheck's control-plane node back (the CR's label counts across NodeHealthChecks)", func(ctx SpecContext) {
+	It("a control-plane node by its Machine holds another NodeHealthCheck's control-plane node back (the CR's label counts across NodeHealthChecks)", func(ctx SpecContext) {
 		var byMachine, byLabel, worker *corev1.Node
 		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for i := range 2 {
@@ -250,14 +248,14 @@ var _ = Describe("Machine links", func() {
 		e.SeenHealthy(ctx, nhcs[1], 4)
 
 		e.SetReady(ctx, byMachine, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, byMachine.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, byMachine.Name)).Should(HaveLen(1))
 		e.SetReady(ctx, byLabel, corev1.ConditionUnknown, time.Hour)
 		e.SetReady(ctx, worker, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, worker.Name)).Should(HaveLen(1), "the remediation controller decided after both failed")
-		Consistently(testCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time, across NodeHealthChecks")
+		Eventually(e.TestCRs(ctx, worker.Name)).Should(HaveLen(1), "the remediation controller decided after both failed")
+		Consistently(e.TestCRs(ctx, byLabel.Name)).WithTimeout(time.Second).Should(BeEmpty(), "one control-plane node at a time, across NodeHealthChecks")
 		Eventually(func() string { return e.Status(ctx, nhcs[1])().Reason }).Should(ContainSubstring("control-plane node " + byMachine.Name))
 
 		e.SetReady(ctx, byMachine, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, byLabel.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, byLabel.Name)).Should(HaveLen(1))
 	})
 })

@@ -25,3 +25,18 @@ var remediationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"nhc"})
 
 func init() { crmetrics.Registry.MustRegister(remediationErrors) }
+
+// MetricDecisions counts the reconciles in which the remediation controller decided a
+// NodeHealthCheck from its own snapshot and carried the decision out (whatever it decided, and
+// whether or not an action failed); label nhc (bounded by the NodeHealthChecks: the series is
+// removed with the NodeHealthCheck). A count that stops rising while the NodeHealthCheck's nodes
+// change means it is not being decided (its snapshot cannot be gathered: see the logs). Tests read it
+// as the witness that this controller decided after a change (testutil's RemediationDecided), since
+// a decision that holds everything back writes nothing else.
+const MetricDecisions = "nodehealthcheck_remediation_decisions_total"
+
+var decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: MetricDecisions, Help: "Reconciles in which the remediation controller decided a NodeHealthCheck and carried the decision out",
+}, []string{"nhc"})
+
+func init() { crmetrics.Registry.MustRegister(decisions) }

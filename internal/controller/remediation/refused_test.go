@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/targets"
@@ -14,8 +15,6 @@ import (
 )
 
 var _ = Describe("A remediation CR the API server refuses for good", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	It("is retried a few times, then held back with the API's message in events and status and the lease released; tried again after the hold", func(ctx SpecContext) {
 		tmpl := &unstructured.Unstructured{}
 		tmpl.SetAPIVersion("strict.medik8s.io/v1alpha1")
@@ -28,7 +27,7 @@ var _ = Describe("A remediation CR the API server refuses for good", func() {
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = &corev1.ObjectReference{APIVersion: tmpl.GetAPIVersion(), Kind: tmpl.GetKind(), Namespace: tmpl.GetNamespace(), Name: tmpl.GetName()}
 		})
-		strictCRs := e.CRsOf(ctx, "strict.medik8s.io/v1alpha1", "StrictRemediation", sick.Name)
+		strictCRs := e.CRsOf(ctx, sick.Name, schema.GroupVersionKind{Group: "strict.medik8s.io", Version: "v1alpha1", Kind: "StrictRemediation"})
 
 		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationRefused)).Should(ContainElement(
 			And(ContainSubstring("refused to create StrictRemediation %s/%s (attempt 1 of %d)", testutil.TemplateNamespace, sick.Name, targets.RefusalAttempts),

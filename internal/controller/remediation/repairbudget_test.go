@@ -44,12 +44,12 @@ var _ = Describe("The repair budget", func() {
 		By("the first failure is remediated, and its start recorded in status")
 		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
-		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
 		Eventually(history(ctx, n, node.Name)).Should(HaveLen(1))
 
 		By("it recovers; its next failure within the window is not remediated")
 		e.SetReady(ctx, node, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, node.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, node.Name)).Should(BeEmpty())
 		e.Step(ctx, 2*returnGrace) // past the returning-node hold
 		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
 		e.Step(ctx, 5*time.Minute)
@@ -63,7 +63,8 @@ var _ = Describe("The repair budget", func() {
 		}).Should(And(ContainSubstring("node %s was remediated 1 time(s) within 24h0m0s", node.Name), ContainSubstring(remediationv1alpha1.RepairBudgetResetAnnotation)))
 		Eventually(e.RelatedEvents(ctx, n.Name, node.Name)).Should(ContainElement(remediationv1alpha1.EventReasonRepairBudgetExhausted))
 		Expect(budgetGauge(n.Name, node.Name)).To(Equal(1.0))
-		Consistently(testCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// The count is in the API: a decision made afresh from it (as after a restart) holds the node back too.
 		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
 
@@ -77,7 +78,7 @@ var _ = Describe("The repair budget", func() {
 		By("an administrator resets the budget: the node is remediated")
 		patch = []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
 		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
-		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
 		}).Should(BeNil())
@@ -115,7 +116,7 @@ var _ = Describe("The repair budget", func() {
 			n.Spec.DryRun = false
 			return e.K8s.Update(ctx, n)
 		})).To(Succeed())
-		Eventually(testCRs(ctx, node.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
 		Eventually(history(ctx, n, node.Name)).Should(HaveLen(1))
 		Eventually(dryRunHistory).Should(BeEmpty())
 	})

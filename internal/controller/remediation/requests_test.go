@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -21,8 +22,6 @@ import (
 const maxRequestsPerFailure = 6
 
 var _ = Describe("API requests per failure", func() {
-	BeforeEach(func() { e.Clock.SetTime(time.Now().Truncate(time.Second)) })
-
 	It(fmt.Sprintf("a node that fails costs at most %d API requests, events included, until status lists its CR", maxRequestsPerFailure), func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 3 {
@@ -50,13 +49,17 @@ var _ = Describe("API requests per failure", func() {
 			}
 			return false
 		}
+		// settled waits for a second without such a request.
+		settled := func() {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				mark := requests.Mark()
+				g.Consistently(func() []testutil.Request { return requests.Since(mark, failureCost) }).WithTimeout(time.Second).Should(BeEmpty())
+			}).WithTimeout(30 * time.Second).Should(Succeed())
+		}
 		// Let the NodeHealthCheck's own start settle (its status, the Enabled event), and what earlier
-		// specs left in flight: a second without such a request.
-		Eventually(func() []testutil.Request {
-			mark := requests.Mark()
-			time.Sleep(time.Second)
-			return requests.Since(mark, failureCost)
-		}).WithTimeout(30 * time.Second).Should(BeEmpty())
+		// specs left in flight.
+		settled()
 
 		mark := requests.Mark()
 		// The node's Ready turns Unknown (soon unhealthy: status counts it unhealthy), and its
@@ -64,7 +67,7 @@ var _ = Describe("API requests per failure", func() {
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, 0)
 		Eventually(func() *int { return e.Status(ctx, n)().HealthyNodes }).Should(HaveValue(Equal(3)))
 		e.Step(ctx, 5*time.Minute)
-		Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		Eventually(func() int {
 			u := entryOf(ctx, n, sick.Name)()
 			if u == nil {
@@ -72,8 +75,10 @@ var _ = Describe("API requests per failure", func() {
 			}
 			return len(u.Remediations)
 		}).Should(Equal(1))
-		// Events are sent in the background: wait for the ones of this failure, and a moment more.
-		time.Sleep(2 * time.Second)
+		// Events are sent in the background: wait for the ones of this failure, then until the
+		// controllers have settled, so that a request that comes after them is counted too.
+		Eventually(e.RelatedEvents(ctx, n.Name, sick.Name)).Should(ContainElements(remediationv1alpha1.EventReasonDetectedUnhealthy, remediationv1alpha1.EventReasonRemediationCreated))
+		settled()
 
 		made := requests.Since(mark, failureCost)
 		var lines []string

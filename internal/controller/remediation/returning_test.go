@@ -47,20 +47,22 @@ var _ = Describe("Nodes coming back after an outage", func() {
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(
 			ContainSubstring("3 of 4 selected nodes are healthy, 3 required, but 2 of them came back less than 1m0s ago"),
 			ContainSubstring(nodes[0].Name)))
-		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(heldBack(ctx, n, nodes[0].Name)()).To(BeTrue(), "listed without remediations")
 
 		// Half the grace later it still waits; once both have been back for the grace, it is
 		// remediated.
 		e.Step(ctx, returnGrace/2)
-		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, returnGrace/2)
-		Eventually(testCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
 
 		// Meanwhile, in a pool that did not have an outage, a node that fails is remediated at once,
 		// although nodes came back elsewhere a moment ago.
 		_, _, steady := poolOfFour(ctx)
 		e.SetReady(ctx, steady[0], corev1.ConditionUnknown, 10*time.Minute)
-		Eventually(testCRs(ctx, steady[0].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, steady[0].Name)).Should(HaveLen(1))
 	})
 })

@@ -23,7 +23,7 @@ func label(ctx context.Context, n *corev1.Node, key, value string) {
 }
 
 var _ = Describe("Safety rules", func() {
-	DescribeTable("5. exclusion label values",
+	DescribeTable("the exclusion label holds a node back only with the value \"true\", and warns about an empty value",
 		func(ctx SpecContext, value string, excluded bool, warned bool) {
 			group := e.Unique("g")
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -41,10 +41,10 @@ var _ = Describe("Safety rules", func() {
 				// remediation controller looked at the excluded one too.
 				e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 				other := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
-				Eventually(testCRs(ctx, other.Name)).Should(HaveLen(1))
-				Consistently(testCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
+				Eventually(e.TestCRs(ctx, other.Name)).Should(HaveLen(1))
+				Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 			} else {
-				Eventually(testCRs(ctx, sick.Name)).Should(HaveLen(1))
+				Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 				e.SeenHealthy(ctx, n, 2) // the nhc controller, which warns, saw the node and its label
 			}
 			if warned {
@@ -58,7 +58,7 @@ var _ = Describe("Safety rules", func() {
 		Entry("any other value is ignored", "yes", false, false),
 	)
 
-	It("4. remediates two unhealthy control-plane nodes one after the other", func(ctx SpecContext) {
+	It("remediates two unhealthy control-plane nodes one after the other", func(ctx SpecContext) {
 		group := e.Unique("g")
 		for range 2 {
 			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
@@ -72,16 +72,17 @@ var _ = Describe("Safety rules", func() {
 		}
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(1); n.Spec.MinHealthy = &v })
 
-		crCount := func() int { return len(testCRs(ctx, cps[0].Name)()) + len(testCRs(ctx, cps[1].Name)()) }
+		crCount := func() int { return len(e.TestCRs(ctx, cps[0].Name)()) + len(e.TestCRs(ctx, cps[1].Name)()) }
 		Eventually(crCount).Should(Equal(1))
+		e.RemediationDecided(ctx, n)
 		Consistently(crCount).WithTimeout(time.Second).Should(Equal(1), "never both at once")
 		first, second := cps[0], cps[1]
-		if len(testCRs(ctx, first.Name)()) == 0 {
+		if len(e.TestCRs(ctx, first.Name)()) == 0 {
 			first, second = second, first
 		}
 		Eventually(heldBack(ctx, n, second.Name)).Should(BeTrue(), "the waiting one is listed without remediations")
 		e.SetReady(ctx, first, corev1.ConditionTrue, 0)
-		Eventually(testCRs(ctx, first.Name)).Should(BeEmpty())
-		Eventually(testCRs(ctx, second.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, first.Name)).Should(BeEmpty())
+		Eventually(e.TestCRs(ctx, second.Name)).Should(HaveLen(1))
 	})
 })

@@ -26,7 +26,7 @@ func conditionStatus(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck
 }
 
 var _ = Describe("Storm recovery", func() {
-	It("6. starts on a threshold violation, cools down, is interrupted by a new violation, and ends", func(ctx SpecContext) {
+	It("starts on a threshold violation, cools down, is interrupted by a new violation, and ends", func(ctx SpecContext) {
 		n, group, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.StormCooldownDuration = &metav1.Duration{Duration: 10 * time.Minute}
 		})
@@ -39,7 +39,7 @@ var _ = Describe("Storm recovery", func() {
 		// minutes, which shows it looked then.
 		running := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.SetReady(ctx, running, corev1.ConditionUnknown, time.Hour)
-		Eventually(testCRs(ctx, running.Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
 
 		// Two of four fail and become due at the same moment: 2 healthy, 3 required. (Failing them one
 		// after the other would rightly remediate the first while the threshold still held.)
@@ -59,7 +59,7 @@ var _ = Describe("Storm recovery", func() {
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryCooldownStarted))
 		e.Step(ctx, 5*time.Minute)
 		renewedNow(ctx, running.Name)
-		Consistently(testCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+		Consistently(e.TestCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		// A new violation interrupts the cooldown.
 		e.SetReady(ctx, nodes[2], corev1.ConditionUnknown, time.Hour)
@@ -78,7 +78,7 @@ var _ = Describe("Storm recovery", func() {
 		e.Step(ctx, 5*time.Minute)
 		Eventually(stormActive).Should(Equal(metav1.ConditionFalse))
 		Expect(cooling()).To(Equal(metav1.ConditionFalse))
-		Eventually(testCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryEnded))
 	})
 })

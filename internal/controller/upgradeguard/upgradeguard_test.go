@@ -95,6 +95,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
 			HaveField("Message", ContainSubstring("test-detector: not evaluated yet"))))
 		e.SeenHealthy(ctx, n, 2)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("not known yet"))))
 		Expect(gateMetric("test-detector", "unknown")()).To(Equal(1.0))
@@ -124,6 +125,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
 		sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhasePaused))
@@ -168,6 +170,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", ContainSubstring("held by upgrade-tool until"))))
 		e.SeenHealthy(ctx, n, 2)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Clock.Step(10 * time.Minute) // the tool stopped renewing
@@ -184,6 +187,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.Step(ctx, maxPause+time.Hour)
 		sicken(ctx, nodes[2]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 2)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.K8s.Delete(ctx, lease)).To(Succeed())
@@ -198,6 +202,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 				HaveField("Message", ContainSubstring(kind+" default/"+obj.GetName()))))
 			e.SeenHealthy(ctx, n, 2)
+			e.RemediationDecided(ctx, n)
 			Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 			Expect(gateMetric(upgrade.DetectorClusterAPI, "closed")()).To(Equal(1.0))
 
@@ -236,6 +241,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(1.0))
 		sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(e.TestCRs(ctx, nodes[5].Name)()).To(HaveLen(1), "the running remediation continues")
 
@@ -284,6 +290,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.Step(ctx, maxPause-time.Minute)
 		sicken(ctx, nodes[3]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 6)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Step(ctx, time.Minute)
@@ -305,6 +312,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.Step(ctx, maxPause-time.Minute)
 		sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Minute)
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
@@ -331,6 +339,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.Step(ctx, maxPause+time.Hour)
 		sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 3)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("pause ConfigMap default/pause-remediation exists"))))
@@ -372,6 +381,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		e.SeenHealthy(ctx, n, 6)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		progressing("False", time.Now())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
@@ -390,6 +400,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing))
 		sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
+		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		progressing("False", e.Clock.Now())
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))

@@ -17,8 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -48,7 +46,7 @@ func TestWebhooks(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	testutil.LogToGinkgo()
 	Expect(testutil.CheckAssets()).To(Succeed())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
 	Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
