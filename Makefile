@@ -12,6 +12,12 @@ KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# The real node (test/realnode, `make node`): the kubelet, kube-scheduler and kube-proxy are
+# KUBERNETES_VERSION's.
+CONTAINERD_VERSION ?= v2.4.2
+RUNC_VERSION ?= v1.5.2
+CNI_PLUGINS_VERSION ?= v1.10.0
+CRI_TOOLS_VERSION ?= v1.37.0
 
 LOCALBIN ?= $(CURDIR)/bin
 CHART := charts/node-healthcheck
@@ -22,6 +28,8 @@ MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
+# The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
+NODE_DIR ?= $(LOCALBIN)/node
 # kwok simulates nodes with real heartbeats for the end-to-end suite; tests find it through KWOK_DIR.
 KWOK_DIR ?= $(LOCALBIN)/kwok/$(KWOK_VERSION)
 export KWOK_DIR
@@ -243,6 +251,10 @@ $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
 .PHONY: kwok
 kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again when hack/kwok.sh revises them).
 	@hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
+
+.PHONY: node
+node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
+	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
