@@ -103,6 +103,22 @@ test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plan
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
+# The real-node suite (test/realnode): a one-node cluster on this machine (the control plane, containerd,
+# runc, the kubelet, kube-proxy, a CNI bridge), the image imported into containerd and the packaged
+# chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
+# has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
+.PHONY: test-realnode
+test-realnode: $(CONTROLPLANE_DEP) node image chart ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) go test -count=1 -v -timeout 20m ./test/realnode/ -ginkgo.v
+
+.PHONY: cluster
+cluster: $(CONTROLPLANE_DEP) node ## Start the real-node cluster and keep it running until Ctrl-C (prints how to point kubectl at it); root.
+	NODE_DIR=$(NODE_DIR) go run ./test/realnode/cluster $(CLUSTER_ARGS)
+
+.PHONY: cluster-down
+cluster-down: ## Remove what a real-node cluster left on the machine (processes, mounts, interfaces, cgroups), if anything.
+	go run ./test/realnode/cluster -down $(CLUSTER_ARGS)
+
 # The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18) and a scripted one (the repair budget) as part of
 # `make test`; `make chaos` runs a longer
 # one with a random seed, or replays one: make chaos CHAOS_SEED=42 CHAOS_STEPS=17.

@@ -1,0 +1,110 @@
+package realnode
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The node is a network namespace of its own, as a kind node is a container of its own: the control
+// plane, containerd, the kubelet, kube-proxy and the pods' bridge live there, so their ports, their
+// nftables rules and their interfaces cannot meet anything else on the machine, and removing the
+// namespace removes all of them at once. A veth pair links it to the host: the host reaches the API
+// server at NodeIP, and the pods and Services through routes via NodeIP.
+const (
+	// NodeName is the node's name (the kubelet's --hostname-override).
+	NodeName = "realnode"
+	// NodeIP is the node's address: the API server's and the kubelet's.
+	NodeIP = "10.250.0.2"
+	// HostIP is the host's end of the link to the node.
+	HostIP = "10.250.0.1"
+	// PodCIDR is the pods' network, routed from the host through the node.
+	PodCIDR = "10.244.0.0/24"
+	// ServiceCIDR is the Services' cluster IPs, routed from the host through the node (kube-proxy).
+	ServiceCIDR = "10.96.0.0/16"
+	// APIServerPort is the API server's port on NodeIP.
+	APIServerPort = 6443
+	// hostLink is the host's end of the veth pair; the node's end is its eth0.
+	hostLink   = "nhc-realnode"
+	linkPrefix = "/30"
+)
+
+// netnsPath is where the node's network namespace is mounted, in the cluster's folder.
+func (c *Cluster) netnsPath() string { return filepath.Join(c.Dir, "netns", "node") }
+
+// createNetwork creates the node's network namespace and links it to the host.
+func (c *Cluster) createNetwork() error {
+	ns := c.netnsPath()
+	if err := os.MkdirAll(filepath.Dir(ns), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(ns, nil, 0o600); err != nil {
+		return err
+	}
+	inNode := func(args ...string) []string { return append([]string{"nsenter", "--net=" + ns, "--"}, args...) }
+	steps := [][]string{
+		{"unshare", "--net=" + ns, "true"},
+		inNode("ip", "link", "set", "lo", "up"),
+		inNode("ip", "link", "add", "eth0", "type", "veth", "peer", "name", hostLink, "netns", strconv.Itoa(os.Getpid())),
+		inNode("ip", "addr", "add", NodeIP+linkPrefix, "dev", "eth0"),
+		inNode("ip", "link", "set", "eth0", "up"),
+		// The node routes between the host and the pods' bridge.
+		inNode("sysctl", "-q", "-w", "net.ipv4.ip_forward=1"),
+		{"ip", "addr", "add", HostIP + linkPrefix, "dev", hostLink},
+		{"ip", "link", "set", hostLink, "up"},
+		{"ip", "route", "add", PodCIDR, "via", NodeIP},
+		{"ip", "route", "add", ServiceCIDR, "via", NodeIP},
+	}
+	for _, s := range steps {
+		if err := run(s...); err != nil {
+			return fmt.Errorf("creating the node's network: %w", err)
+		}
+	}
+	// A pod that calls a Service whose endpoint is a pod on the same bridge needs the bridged reply
+	// to pass kube-proxy's rules too (per network namespace; absent where br_netfilter is not built).
+	_ = run(inNode("sysctl", "-q", "-w", "net.bridge.bridge-nf-call-iptables=1")...)
+	return nil
+}
+
+// run runs a command and returns its output in the error when it fails.
+func run(args ...string) error {
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput() //nolint:gosec // the cluster's own commands
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// startInNode starts cmd in the node's network namespace and in the cluster's system cgroup. Both are
+// joined by one locked OS thread that forks the process and then ends with its goroutine, so neither
+// this process nor any other thread of it ever joins them.
+func startInNode(cmd *exec.Cmd, netns string, tasks []string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is discarded when this goroutine returns
+		errc <- func() error {
+			f, err := os.Open(netns)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				return fmt.Errorf("entering the node's network namespace: %w", err)
+			}
+			tid := []byte(strconv.Itoa(unix.Gettid()))
+			for _, t := range tasks {
+				if err := os.WriteFile(t, tid, 0); err != nil {
+					return fmt.Errorf("joining the cluster's cgroup: %w", err)
+				}
+			}
+			return cmd.Start()
+		}()
+	}()
+	return <-errc
+}
