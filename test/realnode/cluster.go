@@ -108,6 +108,13 @@ func newCluster(o Options) (*Cluster, error) {
 			return nil, fmt.Errorf("%s: %w (run make controlplane)", b, err)
 		}
 	}
+	// Commands of the host the cluster runs: iproute2 and util-linux (in every Debian), and nftables'
+	// nft for kube-proxy (make node installs it).
+	for _, cmd := range []string{"ip", "nsenter", "unshare", "sysctl", "nft"} {
+		if _, err := lookPath(cmd); err != nil {
+			return nil, fmt.Errorf("the host lacks %s: run make node (it installs nftables), or install iproute2, util-linux, procps", cmd)
+		}
+	}
 	if c.cgroupRoot, err = cgroupRoot(); err != nil {
 		return nil, err
 	}

@@ -72,13 +72,33 @@ func (c *Cluster) createNetwork() error {
 	return nil
 }
 
-// run runs a command and returns its output in the error when it fails.
+// run runs a command of the host (found in /usr/sbin and /sbin too) and returns its output in the
+// error when it fails.
 func run(args ...string) error {
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput() //nolint:gosec // the cluster's own commands
+	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // the cluster's own commands
+	cmd.Env = append(os.Environ(), "PATH="+hostPath())
+	if p, err := lookPath(args[0]); err == nil {
+		cmd.Path = p
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// hostPath is PATH with the system folders a root shell has, for the host's commands.
+func hostPath() string { return os.Getenv("PATH") + ":/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin" }
+
+// lookPath finds a host command in hostPath.
+func lookPath(name string) (string, error) {
+	for _, d := range filepath.SplitList(hostPath()) {
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %s", name, hostPath())
 }
 
 // startInNode starts cmd in the node's network namespace and in the cluster's system cgroup. Both are

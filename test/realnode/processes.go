@@ -45,7 +45,7 @@ func (c *Cluster) run(name, bin string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, args...) //nolint:gosec // the cluster's own binaries
 	cmd.Stdout, cmd.Stderr = log, log
 	// containerd finds its shim on PATH; kube-proxy needs nft, the kubelet mount.
-	cmd.Env = append(os.Environ(), "PATH="+c.nodeDir+":"+os.Getenv("PATH")+":/usr/local/sbin:/usr/sbin:/sbin")
+	cmd.Env = append(os.Environ(), "PATH="+c.nodeDir+":"+hostPath())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := startInNode(cmd, c.netnsPath(), c.tasks); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
