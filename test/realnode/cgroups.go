@@ -98,18 +98,21 @@ func createCgroups(root string, record func(dir string) error) error {
 	return nil
 }
 
-// systemTasks returns the tasks files of root/system, one per hierarchy: a thread written there is
-// moved there (cgroup v1 moves single threads), and what it starts is born there.
-func systemTasks(root string) ([]string, error) {
+// systemProcs returns the cgroup.procs files of root/system, one per hierarchy: a process that writes
+// its PID there moves there, and what it starts is born there.
+func systemProcs(root string) ([]string, error) {
 	mounts, err := hierarchies()
 	if err != nil {
 		return nil, err
 	}
-	tasks := make([]string, 0, len(mounts))
+	procs := make([]string, 0, len(mounts))
 	for _, m := range mounts {
-		tasks = append(tasks, filepath.Join(m, root, "system", "tasks"))
+		if strings.ContainsAny(m+root, " \t\n") {
+			return nil, fmt.Errorf("cgroup %s%s: a path with spaces is not supported", m, root)
+		}
+		procs = append(procs, filepath.Join(m, root, "system", "cgroup.procs"))
 	}
-	return tasks, nil
+	return procs, nil
 }
 
 // cgroupPIDs returns the processes in the subtree of root, in any hierarchy.

@@ -55,7 +55,7 @@ func watchdog(dir string) int {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
 	}
 	logf("Cleaning up %s", dir)
-	if err := Cleanup(dir, logf); err != nil {
+	if err := cleanup(dir, logf); err != nil {
 		logf("Cleanup failed: %v", err)
 		return 1
 	}
@@ -88,6 +88,9 @@ var hostDirs = []string{"/var/log/containers", "/var/lib/cni"}
 // cniCache is where the CNI library keeps the pods' results, named after the network.
 const cniCache = "/var/lib/cni/results"
 
+// lockFile in the cluster's folder is locked while a cluster runs there or is being cleaned up.
+const lockFile = "lock"
+
 func statePath(dir string) string { return filepath.Join(dir, "state.json") }
 
 func (s *state) save(dir string) error {
@@ -116,10 +119,27 @@ func readSysctls() map[string]string {
 	return m
 }
 
-// Cleanup stops and removes what the cluster in dir left: see the top of this file. It keeps
-// dir/logs (the last cluster's logs, until the next starts) and returns an error naming whatever
+// Down removes what a cluster that is no longer running left in dir (`make cluster-down`); it refuses
+// while a cluster runs there.
+func Down(dir string, logf func(format string, args ...any)) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("a cluster runs in %s (or is being cleaned up): stop it with Ctrl-C where it was started: %w", dir, err)
+	}
+	return cleanup(dir, logf)
+}
+
+// cleanup stops and removes what the cluster in dir left: see the top of this file. It keeps
+// dir/logs (the last cluster's logs, until the next starts) and dir/lock, and returns an error naming whatever
 // it could not remove.
-func Cleanup(dir string, logf func(format string, args ...any)) error {
+func cleanup(dir string, logf func(format string, args ...any)) error {
 	var st state
 	data, err := os.ReadFile(statePath(dir))
 	switch {
@@ -186,7 +206,7 @@ func Cleanup(dir string, logf func(format string, args ...any)) error {
 		errs = append(errs, err)
 	}
 	for _, e := range entries {
-		if e.Name() != "logs" && e.Name() != "state.json" {
+		if e.Name() != "logs" && e.Name() != "state.json" && e.Name() != lockFile {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				errs = append(errs, err)
 			}

@@ -53,7 +53,7 @@ type Cluster struct {
 
 	nodeDir, controlPlaneDir string
 	cgroupRoot               string
-	tasks                    []string
+	cgroupProcs              []string
 	pki                      *pki
 	st                       state
 	procs                    []*proc
@@ -118,12 +118,12 @@ func newCluster(o Options) (*Cluster, error) {
 	if c.cgroupRoot, err = cgroupRoot(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(c.Dir), 0o755); err != nil {
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	// One cluster per folder (and, with the fixed network, per machine): the lock is held by this
 	// process and by its watchdog until the cleanup is done.
-	if c.lock, err = os.OpenFile(c.Dir+".lock", os.O_CREATE|os.O_RDWR, 0o600); err != nil {
+	if c.lock, err = os.OpenFile(filepath.Join(c.Dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600); err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(c.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
@@ -132,7 +132,7 @@ func newCluster(o Options) (*Cluster, error) {
 	}
 	if _, err := os.Stat(statePath(c.Dir)); err == nil {
 		c.logf("Cleaning up what a cluster before left in %s", c.Dir)
-		if err := Cleanup(c.Dir, c.logf); err != nil {
+		if err := cleanup(c.Dir, c.logf); err != nil {
 			_ = c.lock.Close()
 			return nil, fmt.Errorf("cleaning up the cluster before: %w", err)
 		}
@@ -226,8 +226,13 @@ func (c *Cluster) Stop() error {
 	_ = c.watchdogIn.Close()
 	err := c.watchdog.Wait()
 	c.watchdog = nil
+	// The watchdog killed every daemon, or failed saying which survived.
 	for _, p := range c.procs {
-		<-p.done
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			err = errors.Join(err, fmt.Errorf("%s (PID %d) survived the cleanup", p.name, p.cmd.Process.Pid))
+		}
 	}
 	_ = c.lock.Close()
 	if err != nil {
@@ -251,7 +256,7 @@ func (c *Cluster) start() error {
 		return err
 	}
 	var err error
-	if c.tasks, err = systemTasks(c.cgroupRoot); err != nil {
+	if c.cgroupProcs, err = systemProcs(c.cgroupRoot); err != nil {
 		return err
 	}
 	kubeconfigs, err := c.writePKI()

@@ -5,11 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // The node is a network namespace of its own, as a kind node is a container of its own: the control
@@ -101,30 +98,16 @@ func lookPath(name string) (string, error) {
 	return "", fmt.Errorf("%s not found in %s", name, hostPath())
 }
 
-// startInNode starts cmd in the node's network namespace and in the cluster's system cgroup. Both are
-// joined by one locked OS thread that forks the process and then ends with its goroutine, so neither
-// this process nor any other thread of it ever joins them.
-func startInNode(cmd *exec.Cmd, netns string, tasks []string) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread is discarded when this goroutine returns
-		errc <- func() error {
-			f, err := os.Open(netns)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				return fmt.Errorf("entering the node's network namespace: %w", err)
-			}
-			tid := []byte(strconv.Itoa(unix.Gettid()))
-			for _, t := range tasks {
-				if err := os.WriteFile(t, tid, 0); err != nil {
-					return fmt.Errorf("joining the cluster's cgroup: %w", err)
-				}
-			}
-			return cmd.Start()
-		}()
-	}()
-	return <-errc
+// inNode returns the command that runs bin with args in the node's network namespace (nsenter) and in
+// the cluster's system cgroup: a shell moves itself into each hierarchy's cgroup.procs and then
+// becomes bin (exec), so the daemon is born there and keeps the PID. Nothing of this process ever
+// joins either.
+func inNode(netns string, procs []string, bin string, args ...string) *exec.Cmd {
+	const script = `for f in $NHC_REALNODE_CGROUP_PROCS; do echo $$ > "$f" || exit 1; done; exec "$@"`
+	cmd := exec.Command("nsenter", append([]string{"--net=" + netns, "--", "/bin/sh", "-c", script, "sh", bin}, args...)...) //nolint:gosec // the cluster's own binaries
+	if p, err := lookPath("nsenter"); err == nil {
+		cmd.Path = p
+	}
+	cmd.Env = append(os.Environ(), "NHC_REALNODE_CGROUP_PROCS="+strings.Join(procs, " "))
+	return cmd
 }

@@ -42,12 +42,12 @@ func (c *Cluster) run(name, bin string, args ...string) (*proc, error) {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command(bin, args...) //nolint:gosec // the cluster's own binaries
+	cmd := inNode(c.netnsPath(), c.cgroupProcs, bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// containerd finds its shim on PATH; kube-proxy needs nft, the kubelet mount.
-	cmd.Env = append(os.Environ(), "PATH="+c.nodeDir+":"+hostPath())
+	cmd.Env = append(cmd.Env, "PATH="+c.nodeDir+":"+hostPath())
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := startInNode(cmd, c.netnsPath(), c.tasks); err != nil {
+	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logPath}

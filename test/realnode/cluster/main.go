@@ -25,7 +25,7 @@ func main() {
 		fmt.Printf("%s "+format+"\n", append([]any{time.Now().Format(time.TimeOnly)}, args...)...)
 	}
 	if *down {
-		if err := realnode.Cleanup(*dir, logf); err != nil {
+		if err := realnode.Down(*dir, logf); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
