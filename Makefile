@@ -113,11 +113,13 @@ test-realnode: $(CONTROLPLANE_DEP) node image chart ## Run the real-node suite: 
 
 .PHONY: cluster
 cluster: $(CONTROLPLANE_DEP) node ## Start the real-node cluster and keep it running until Ctrl-C (prints how to point kubectl at it); root.
-	NODE_DIR=$(NODE_DIR) go run ./test/realnode/cluster $(CLUSTER_ARGS)
+	go build -o $(LOCALBIN)/realnode-cluster ./test/realnode/cluster
+	NODE_DIR=$(NODE_DIR) $(LOCALBIN)/realnode-cluster $(CLUSTER_ARGS)
 
 .PHONY: cluster-down
 cluster-down: ## Remove what a real-node cluster left on the machine (processes, mounts, interfaces, cgroups), if anything.
-	go run ./test/realnode/cluster -down $(CLUSTER_ARGS)
+	go build -o $(LOCALBIN)/realnode-cluster ./test/realnode/cluster
+	$(LOCALBIN)/realnode-cluster -down $(CLUSTER_ARGS)
 
 # The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18) and a scripted one (the repair budget) as part of
 # `make test`; `make chaos` runs a longer

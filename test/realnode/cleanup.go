@@ -213,7 +213,9 @@ func cleanup(dir string, logf func(format string, args ...any)) error {
 		}
 	}
 	if len(errs) == 0 {
-		errs = append(errs, os.Remove(statePath(dir)))
+		if err := os.Remove(statePath(dir)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
