@@ -76,8 +76,10 @@ GO
   done
   for b in "${need[@]}"; do
     echo ">> building $b $kver (minutes on a cold cache)"
+    SECONDS=0
     go build -trimpath -ldflags "$ld" -o "$dest/$b.tmp" "k8s.io/kubernetes/cmd/$b"
     mv "$dest/$b.tmp" "$dest/$b" && built "$b" "$kver"
+    echo ">> $b took ${SECONDS}s"
   done
 fi
 
@@ -89,8 +91,10 @@ gobuild() {
   echo ">> building $bin $ver"
   local gobin="$dest/.src/gobin"
   rm -rf "$gobin" && mkdir -p "$gobin"
+  SECONDS=0
   GOBIN="$gobin" go install -trimpath "$@" "$pkg"
   mv "$gobin/$(basename "${pkg%@*}")" "$dest/$bin" && built "$bin" "$ver"
+  echo ">> $bin took ${SECONDS}s"
 }
 
 # containerd without cgo (no btrfs snapshotter; overlayfs is used), its version stamped.

@@ -29,12 +29,14 @@ import (
 //   - cgroups: the subtree, and the parent folders the cluster created;
 //   - the kernel settings the kubelet changes on start (vm.overcommit_memory, kernel.panic, ...): put
 //     back as they were;
-//   - the kubelet's links in /var/log/containers.
+//   - the kubelet's links in /var/log/containers, the CNI library's cache files of the pods in
+//     /var/lib/cni/results, and those two folders when the cluster created them.
 //
 // One routine does all of it, cleanup, in a watchdog process that the cluster starts first: it waits
 // until its standard input closes, which happens when Stop closes it and also when the process that
 // started the cluster dies in any way (a failed test, Ctrl-C, a test timeout, SIGKILL). The next Start
-// also runs it on whatever a cluster before left (a machine that lost power, a killed watchdog).
+// also runs it on whatever a cluster before left (a machine that lost power, a killed watchdog), and
+// so does Down (`make cluster-down`).
 
 // watchdogEnv names the cluster folder a watchdog process cleans up.
 const watchdogEnv = "NHC_REALNODE_WATCHDOG"
