@@ -2,8 +2,9 @@ package realnode_test
 
 import (
 	"context"
-	"runtime"
+	goruntime "runtime"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -12,7 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/imagebuild"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/realnode"
@@ -66,7 +71,9 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 				g.Expect(podReady(p)).To(BeTrue(), "pod %s is not Ready", p.Name)
 			}
 			operatorPods = pods.Items
-		}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+			// The kubelet's pod sync (1 minute and up to half of it in jitter) plus the operator's
+			// backed-off wait for its mounted certificate: up to about 3 minutes seen here.
+		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		GinkgoWriter.Printf("Both replicas Ready %s after helm install (the cluster started in %s)\n", time.Since(installed).Round(time.Second), startTime.Round(time.Millisecond))
 
 		layout, err := testutil.ImageLayout()
@@ -74,7 +81,7 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 		idx, _, err := imagebuild.ReadLayout(layout)
 		Expect(err).NotTo(HaveOccurred())
 		// The CRI names an image by its config's digest (crictl's IMAGE ID): this platform's image's.
-		img, err := imagebuild.PlatformImage(idx, v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH})
+		img, err := imagebuild.PlatformImage(idx, v1.Platform{OS: goruntime.GOOS, Architecture: goruntime.GOARCH})
 		Expect(err).NotTo(HaveOccurred())
 		config, err := img.ConfigName()
 		Expect(err).NotTo(HaveOccurred())
@@ -100,6 +107,29 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 		_, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "got %v", err)
 		Expect(err.Error()).To(ContainSubstring(`violates PodSecurity "restricted:latest"`))
+	})
+
+	It("has the API server call the chart's webhooks through their Service", func(ctx context.Context) {
+		// Both webhooks fail closed (failurePolicy Fail): a NodeHealthCheck is admitted only when the
+		// API server reached them, at the Service's cluster IP that kube-proxy translates to a pod. The
+		// validating webhook's warning about the template's kind, which no CRD rule can know, shows it
+		// answered.
+		warnings := &warningRecorder{}
+		cfg := rest.CopyConfig(cluster.Config)
+		cfg.WarningHandler = warnings
+		scheme := runtime.NewScheme()
+		Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
+		k8s, err := client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		svc, err := cs.CoreV1().Services(namespace).Get(ctx, "nhc-node-healthcheck-webhook", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
+		nhc := testutil.NewNHC("realnode-webhook-probe")
+		nhc.Spec.MinHealthy = nil
+		Expect(k8s.Create(ctx, nhc, client.DryRunAll)).To(Succeed())
+		Expect(nhc.Spec.MinHealthy).NotTo(BeNil(), "defaulted")
+		Expect(warnings.list()).To(ContainElement(ContainSubstring("TestRemediationTemplate")))
+		GinkgoWriter.Printf("Admitted through Service %s (%s), warnings: %v\n", svc.Name, svc.Spec.ClusterIP, warnings.list())
 	})
 
 	It("has the runtime enforce the chart's securityContext, as the node sees the containers", func() {
@@ -130,6 +160,24 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 		}
 	})
 })
+
+// warningRecorder keeps the API server's warnings.
+type warningRecorder struct {
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+func (w *warningRecorder) list() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.warnings...)
+}
 
 func podReady(p corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {

@@ -51,6 +51,11 @@ func (c *Cluster) createNetwork() error {
 		inNode("ip", "link", "add", "eth0", "type", "veth", "peer", "name", hostLink, "netns", strconv.Itoa(os.Getpid())),
 		inNode("ip", "addr", "add", NodeIP+linkPrefix, "dev", "eth0"),
 		inNode("ip", "link", "set", "eth0", "up"),
+		// A route for the Service range: the API server's own connections to a Service IP (the
+		// webhooks) are routed before kube-proxy's rules translate them, and without a route they
+		// fail at once ("network is unreachable"). The node has no default route: nothing it runs
+		// reaches beyond the host.
+		inNode("ip", "route", "add", ServiceCIDR, "via", HostIP),
 		// The node routes between the host and the pods' bridge.
 		inNode("sysctl", "-q", "-w", "net.ipv4.ip_forward=1"),
 		{"ip", "addr", "add", HostIP + linkPrefix, "dev", hostLink},
