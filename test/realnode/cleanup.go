@@ -29,8 +29,8 @@ import (
 //   - cgroups: the subtree, and the parent folders the cluster created;
 //   - the kernel settings the kubelet changes on start (vm.overcommit_memory, kernel.panic, ...): put
 //     back as they were;
-//   - the kubelet's links in /var/log/containers, the CNI library's cache files of the pods in
-//     /var/lib/cni/results, and those two folders when the cluster created them.
+//   - the kubelet's links in /var/log/containers and its device-plugin socket, the CNI library's cache
+//     files of the pods in /var/lib/cni/results, and those folders when the cluster created them.
 //
 // One routine does all of it, cleanup, in a watchdog process that the cluster starts first: it waits
 // until its standard input closes, which happens when Stop closes it and also when the process that
@@ -82,10 +82,16 @@ type state struct {
 	CreatedHostDirs []string `json:"createdHostDirs,omitempty"`
 }
 
-// hostDirs are folders the node's daemons use whatever they are told: the kubelet links each
-// container's log in /var/log/containers, and containerd's CNI library caches each pod's network in
-// /var/lib/cni/results (files named after the network, nhc-realnode-*).
-var hostDirs = []string{"/var/log/containers", "/var/lib/cni"}
+// HostDirs are folders the node's daemons use whatever they are told: the kubelet links each
+// container's log in /var/log/containers and serves its device-plugin registration at
+// /var/lib/kubelet/device-plugins/kubelet.sock (kubeletSocket), and containerd's CNI library caches
+// each pod's network in /var/lib/cni/results (files named after the network, nhc-realnode-*). Those
+// the cluster creates, cleanup removes.
+var HostDirs = []string{"/var/log/containers", "/var/lib/cni", "/var/lib/kubelet"}
+
+// kubeletSocket is the kubelet's device-plugin socket, at a path no option changes: a machine that runs
+// a kubelet of its own cannot run the real-node cluster beside it.
+const kubeletSocket = "/var/lib/kubelet/device-plugins/kubelet.sock"
 
 // cniCache is where the CNI library keeps the pods' results, named after the network.
 const cniCache = "/var/lib/cni/results"
@@ -193,6 +199,11 @@ func cleanup(dir string, logf func(format string, args ...any)) error {
 	cached, _ := filepath.Glob(filepath.Join(cniCache, cniNetwork+"-*"))
 	for _, f := range cached {
 		errs = append(errs, os.Remove(f))
+	}
+	if slices.Contains(st.CreatedHostDirs, "/var/lib/kubelet") {
+		if err := os.Remove(kubeletSocket); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
 	}
 	for _, d := range st.CreatedHostDirs {
 		if err := removeEmptyTree(d); err != nil {
@@ -382,6 +393,11 @@ func leftovers(dir string, st state) []string {
 	}
 	if linkExists(hostLink) {
 		left = append(left, "network interface "+hostLink)
+	}
+	if st.CgroupRoot != "" && slices.Contains(st.CreatedHostDirs, "/var/lib/kubelet") {
+		if _, err := os.Stat("/var/lib/kubelet"); err == nil {
+			left = append(left, "folder /var/lib/kubelet")
+		}
 	}
 	if cached, _ := filepath.Glob(filepath.Join(cniCache, cniNetwork+"-*")); len(cached) > 0 {
 		left = append(left, fmt.Sprintf("CNI cache %v", cached))

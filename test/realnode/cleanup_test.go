@@ -27,6 +27,7 @@ func TestKilledStarterLeavesNothing(t *testing.T) {
 	if os.Getenv(enableEnv) == "" {
 		t.Skipf("runs with %s=1 (make test-realnode)", enableEnv)
 	}
+	missing := absentHostDirs()
 	bin := filepath.Join(t.TempDir(), "cluster")
 	build := exec.Command("go", "build", "-o", bin, "./test/realnode/cluster")
 	build.Dir = testutil.RepoRoot()
@@ -122,5 +123,10 @@ func TestKilledStarterLeavesNothing(t *testing.T) {
 	}
 	if left := realnode.Leftovers(realnode.DefaultDir); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
+	}
+	for _, d := range missing {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("left behind: %s, which the cluster created", d)
+		}
 	}
 }

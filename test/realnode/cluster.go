@@ -150,7 +150,7 @@ func newCluster(o Options) (*Cluster, error) {
 	}
 	c.ContainerdSocket = filepath.Join(c.containerdDir(), "containerd.sock")
 	c.st = state{CgroupRoot: c.cgroupRoot, NodeDir: c.nodeDir, ContainerdSocket: c.ContainerdSocket}
-	for _, d := range hostDirs {
+	for _, d := range HostDirs {
 		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
 			c.st.CreatedHostDirs = append(c.st.CreatedHostDirs, d)
 		}
@@ -405,7 +405,8 @@ func (c *Cluster) startNode(cs *kubernetes.Clientset, kubeconfigs map[string]str
 	}
 	if _, err := c.run("kubelet", filepath.Join(c.nodeDir, "kubelet"),
 		"--config="+filepath.Join(c.Dir, "kubelet", "config.yaml"), "--kubeconfig="+kubeconfigs["kubelet"],
-		"--root-dir="+filepath.Join(c.Dir, "kubelet"), "--hostname-override="+NodeName, "--node-ip="+NodeIP); err != nil {
+		"--root-dir="+filepath.Join(c.Dir, "kubelet"), "--cert-dir="+filepath.Join(c.Dir, "kubelet", "pki"),
+		"--hostname-override="+NodeName, "--node-ip="+NodeIP); err != nil {
 		return err
 	}
 	if _, err := c.run("kube-proxy", filepath.Join(c.nodeDir, "kube-proxy"),

@@ -30,7 +30,20 @@ var (
 	cs      *kubernetes.Clientset
 	// startTime is how long the cluster took to start, for the report.
 	startTime time.Duration
+	// missingHostDirs are the host folders the daemons use that did not exist before the cluster.
+	missingHostDirs []string
 )
+
+// absentHostDirs returns the folders of realnode.HostDirs that do not exist.
+func absentHostDirs() []string {
+	var absent []string
+	for _, d := range realnode.HostDirs {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			absent = append(absent, d)
+		}
+	}
+	return absent
+}
 
 func TestRealNode(t *testing.T) {
 	if os.Getenv(enableEnv) == "" {
@@ -42,6 +55,7 @@ func TestRealNode(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	missingHostDirs = absentHostDirs()
 	begin := time.Now()
 	var err error
 	cluster, err = realnode.Start(realnode.Options{Logf: func(format string, args ...any) { GinkgoWriter.Printf(format+"\n", args...) }})
@@ -56,6 +70,7 @@ var _ = AfterSuite(func() {
 		// Stop removes the cluster from the machine and names whatever it left behind.
 		Expect(cluster.Stop()).To(Succeed())
 		Expect(realnode.Leftovers(cluster.Dir)).To(BeEmpty())
+		Expect(absentHostDirs()).To(ContainElements(missingHostDirs), "host folders the cluster created are gone")
 	}
 })
 
@@ -113,12 +128,14 @@ func chartPackage() string {
 	return pkg
 }
 
-// helm runs the helm of go.mod's tool against the cluster, with its state in a folder of the test.
+// helm runs the helm of go.mod's tool against the cluster, with its state (and its discovery cache,
+// else in ~/.kube/cache) in a folder of the test.
 func helm(ctx context.Context, args ...string) (string, error) {
 	home := GinkgoT().TempDir()
 	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm", "--kubeconfig=" + cluster.Kubeconfig}, args...)...)
 	cmd.Dir = testutil.RepoRoot()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data",
+		"KUBECACHEDIR="+home+"/kube")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
