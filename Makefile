@@ -12,6 +12,12 @@ KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# The real node (test/realnode, `make node`): the kubelet, kube-scheduler and kube-proxy are
+# KUBERNETES_VERSION's.
+CONTAINERD_VERSION ?= v2.4.2
+RUNC_VERSION ?= v1.5.2
+CNI_PLUGINS_VERSION ?= v1.10.0
+CRI_TOOLS_VERSION ?= v1.37.0
 
 LOCALBIN ?= $(CURDIR)/bin
 CHART := charts/node-healthcheck
@@ -22,6 +28,8 @@ MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
+# The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
+NODE_DIR ?= $(LOCALBIN)/node
 # kwok simulates nodes with real heartbeats for the end-to-end suite; tests find it through KWOK_DIR.
 KWOK_DIR ?= $(LOCALBIN)/kwok/$(KWOK_VERSION)
 export KWOK_DIR
@@ -94,6 +102,24 @@ test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plan
 .PHONY: test-e2e
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+
+# The real-node suite (test/realnode): a one-node cluster on this machine (the control plane, containerd,
+# runc, the kubelet, kube-proxy, a CNI bridge), the image imported into containerd and the packaged
+# chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
+# has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
+.PHONY: test-realnode
+test-realnode: $(CONTROLPLANE_DEP) node image chart ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) go test -count=1 -v -timeout 20m ./test/realnode/ -ginkgo.v
+
+.PHONY: cluster
+cluster: $(CONTROLPLANE_DEP) node ## Start the real-node cluster and keep it running until Ctrl-C (prints how to point kubectl at it); root.
+	go build -o $(LOCALBIN)/realnode-cluster ./test/realnode/cluster
+	NODE_DIR=$(NODE_DIR) $(LOCALBIN)/realnode-cluster $(CLUSTER_ARGS)
+
+.PHONY: cluster-down
+cluster-down: ## Remove what a real-node cluster left on the machine (processes, mounts, interfaces, cgroups), if anything.
+	go build -o $(LOCALBIN)/realnode-cluster ./test/realnode/cluster
+	$(LOCALBIN)/realnode-cluster -down $(CLUSTER_ARGS)
 
 # The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18) and a scripted one (the repair budget) as part of
 # `make test`; `make chaos` runs a longer
@@ -243,6 +269,10 @@ $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
 .PHONY: kwok
 kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again when hack/kwok.sh revises them).
 	@hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
+
+.PHONY: node
+node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
+	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
