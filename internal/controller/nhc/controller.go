@@ -417,7 +417,7 @@ func (r *Reconciler) warnEmptyExclusionLabels(snap *targets.Snapshot) {
 			continue
 		}
 		if _, seen := r.invalidLabels.LoadOrStore(key, true); !seen && r.Recorder != nil {
-			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, EventReasonInvalidNodeLabel, "Validate",
+			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeLabel, "Validate",
 				"Label %s has an empty value and is ignored; set it to \"true\" to exclude the node from remediation", remediationv1alpha1.ExcludeFromRemediationLabel)
 		}
 	}

@@ -46,19 +46,6 @@ import (
 // ControllerName names the controller in logs, metrics and events.
 const ControllerName = "remediation"
 
-// Event reasons, the public operator's.
-const (
-	EventReasonRemediationCreated = remediationv1alpha1.EventReasonRemediationCreated
-	EventReasonRemediationRemoved = remediationv1alpha1.EventReasonRemediationRemoved
-	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
-	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
-	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
-	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
-	// EventReasonMachineLinkRejected is this operator's: a node names a Machine that does not
-	// confirm it (machine.go).
-	EventReasonMachineLinkRejected = remediationv1alpha1.EventReasonMachineLinkRejected
-)
-
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
 // days to fence or reboot a node, so one that did likely failed silently.
 const OldRemediationAge = 48 * time.Hour
@@ -544,7 +531,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		}
 		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "overdue", e.Overdue)
 		if e.Exhausted {
-			r.event(nhc, corev1.EventTypeWarning, EventReasonNoTemplateLeft, "Escalate",
+			r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonNoTemplateLeft, "Escalate",
 				"Node %s is still unhealthy and its last remediation (%s) timed out or failed: no remediation template is left; the node stays listed until it recovers or is deleted",
 				node, cr.GetKind())
 		}
@@ -559,7 +546,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 // what (the step it would escalate to).
 func (r *Reconciler) reportDryRun(nhc *remediationv1alpha1.NodeHealthCheck, node, what, format string, args ...any) {
 	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+what, true); !seen {
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun", format, args...)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonWouldRemediate, "DryRun", format, args...)
 	}
 }
 
@@ -600,7 +587,7 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 			continue // flagged before the cache showed it
 		}
 		oldRemediationCR.WithLabelValues(node, "").Inc()
-		r.event(nhc, corev1.EventTypeWarning, EventReasonOldRemediationCR, "Flag",
+		r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonOldRemediationCR, "Flag",
 			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
 	}
 	return next, nil
@@ -616,7 +603,7 @@ func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node st
 		until = lease.expires.UTC().Format(time.RFC3339)
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "Skip",
 			"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
 	}
 }
@@ -698,7 +685,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	r.Refusals.Clear(nhc.UID, node)
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
-	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	return nil
 }
 
@@ -825,7 +812,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.No
 	msg := fmt.Sprintf(note, args...)
 	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
 	}
 }
 
@@ -853,7 +840,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}
 	return errors.Join(errs...)
 }

@@ -88,7 +88,7 @@ var _ = Describe("Node leases", func() {
 		Expect(e.K8s.Create(ctx, foreign)).To(Succeed())
 
 		n := e.NewNHC(ctx, group)
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + " is leased by " + holder)))
 		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 		// Listed without remediations once the status write has waited its moment for the first CR
@@ -98,7 +98,7 @@ var _ = Describe("Node leases", func() {
 		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled), st.Reason)
 		Expect(st.Reason).To(ContainSubstring("node %s is leased by %s until", sick.Name, holder))
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("(%s): node %s is leased by %s", "NodeLeased", sick.Name, holder)), "the status writer's event names the holder too")
 
 		e.Step(ctx, 119*time.Second)
@@ -128,7 +128,7 @@ var _ = Describe("Node leases", func() {
 		e.Clock.SetTime(started.Add(33*time.Minute + time.Second))
 		e.Touch(ctx, n)
 		Eventually(timedOut).Should(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonNoTemplateLeft))
 	})
 })
 
@@ -253,7 +253,7 @@ var _ = Describe("Node leases with medik8s/common's lease manager", func() {
 		Expect(maintenance.RequestLease(ctx, nodeObject(sick), time.Hour)).To(Succeed())
 
 		n := e.NewNHC(ctx, group)
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("Node " + sick.Name + " is leased by node-maintenance")))
 		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(time.Second).Should(BeEmpty())
 

@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -107,10 +108,10 @@ func evaluateMachineHealthChecks(ctx context.Context, g *Guard, served []schema.
 		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
 		switch {
 		case m.Conflict != "":
-			g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+			g.event(ref, corev1.EventTypeWarning, remediationv1alpha1.EventReasonConflictingMachineHealthCheck,
 				"NodeHealthChecks are disabled while this MachineHealthCheck exists: it would remediate the same machines")
 		case m.Terminating != "":
-			g.event(ref, corev1.EventTypeNormal, EventReasonTerminationHandlerTolerated,
+			g.event(ref, corev1.EventTypeNormal, remediationv1alpha1.EventReasonTerminationHandlerTolerated,
 				fmt.Sprintf("NodeHealthChecks leave nodes with condition %s=%s to this MachineHealthCheck", upgrade.TerminatingCondition, m.Terminating))
 		}
 	}
@@ -142,7 +143,7 @@ func evaluateClusterAPIMachineHealthChecks(ctx context.Context, g *Guard, served
 			continue
 		}
 		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
-		g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+		g.event(ref, corev1.EventTypeWarning, remediationv1alpha1.EventReasonConflictingMachineHealthCheck,
 			fmt.Sprintf("This MachineHealthCheck covers %d node(s) that NodeHealthChecks select or may select; NodeHealthChecks leave them to it", after[key]))
 		ctrl.LoggerFrom(ctx).Info("Cluster API MachineHealthCheck covers nodes; NodeHealthChecks leave them to it", "machineHealthCheck", key, "nodes", after[key])
 	}
