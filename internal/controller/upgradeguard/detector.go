@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -37,10 +38,6 @@ var (
 	clusterVersionKind     = openshift.ClusterVersion.GroupKind()
 	infrastructureKind     = openshift.Infrastructure.GroupKind()
 	machineHealthCheckKind = openshift.MachineHealthCheck.GroupKind()
-	kubeadmControlPlane    = schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
-	machineDeployment      = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"}
-	capiMachineHealthCheck = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineHealthCheck"}
-	capiMachine            = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
 )
 
 // detectors in the order their signals are reported.
@@ -48,8 +45,8 @@ var detectors = []detector{
 	{name: upgrade.DetectorClusterVersion, kinds: []schema.GroupKind{clusterVersionKind}, auto: true, evaluate: evaluateClusterVersion},
 	{name: upgrade.DetectorInfrastructure, kinds: []schema.GroupKind{infrastructureKind}, auto: true, evaluate: evaluateInfrastructure},
 	{name: upgrade.DetectorMachineHealthCheck, kinds: []schema.GroupKind{machineHealthCheckKind}, auto: true, evaluate: evaluateMachineHealthChecks},
-	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{kubeadmControlPlane, machineDeployment}, evaluate: evaluateClusterAPI},
-	{name: upgrade.DetectorClusterAPIMachineHealthCheck, kinds: []schema.GroupKind{capiMachineHealthCheck, capiMachine}, auto: true, evaluate: evaluateClusterAPIMachineHealthChecks},
+	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{clusterapi.KubeadmControlPlane, clusterapi.MachineDeployment}, evaluate: evaluateClusterAPI},
+	{name: upgrade.DetectorClusterAPIMachineHealthCheck, kinds: []schema.GroupKind{clusterapi.MachineHealthCheck, clusterapi.Machine}, auto: true, evaluate: evaluateClusterAPIMachineHealthChecks},
 	{name: upgrade.DetectorPauseObject, evaluate: evaluatePauseObject},
 }
 
@@ -128,7 +125,7 @@ func evaluateClusterAPIMachineHealthChecks(ctx context.Context, g *Guard, served
 	}
 	var mhcs, machines []unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() == capiMachineHealthCheck.Kind {
+		if o.GetKind() == clusterapi.MachineHealthCheck.Kind {
 			mhcs = append(mhcs, o)
 		} else {
 			machines = append(machines, o)
