@@ -197,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: r.templates()})
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: targets.TemplatesThrough(r.Templates, r.Client)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -330,14 +330,6 @@ func (r *Reconciler) watchTemplates(ctx context.Context, spec *remediationv1alph
 		}
 	}
 	return unwatched, nil
-}
-
-// templates returns how templates are read.
-func (r *Reconciler) templates() targets.TemplateGetter {
-	if r.Templates != nil {
-		return r.Templates
-	}
-	return r.Client
 }
 
 // crdSettle is how long after a CRD change the NodeHealthChecks are looked at once more: a CRD is

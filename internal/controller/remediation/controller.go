@@ -259,7 +259,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Before a first CR, the templates too: a missing or invalid one disables the
 		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
 		// a template that may not be watched costs a GET per read.)
-		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: r.templates()}); err != nil {
+		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -380,14 +380,6 @@ func starts(d health.Decision) bool {
 	return slices.ContainsFunc(d.Nodes, func(n health.NodeDecision) bool { return n.Action == health.StartRemediation })
 }
 
-// templates returns how templates are read.
-func (r *Reconciler) templates() targets.TemplateGetter {
-	if r.Templates != nil {
-		return r.Templates
-	}
-	return r.Client
-}
-
 func nodeInput(snap *targets.Snapshot, name string) (health.Node, bool) {
 	for _, n := range snap.Input.Nodes {
 		if n.Name == name {
@@ -413,7 +405,7 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
 	r.controlPlane.Lock()
 	defer r.controlPlane.Unlock()
-	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: r.templates()})
+	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -651,7 +643,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	ref := step.Template
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
-	if err := r.templates().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
+	if err := targets.TemplatesThrough(r.Templates, r.Client).Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
 		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	target, ok := snap.SelectedNode(node)
