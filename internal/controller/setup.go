@@ -26,7 +26,7 @@ import (
 type Options struct {
 	// Clock tells the time; clock.RealClock{} in production, a fake clock in tests.
 	Clock clock.PassiveClock
-	// LeaseNamespace holds the node leases (remediation.DefaultLeaseNamespace when empty).
+	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
 	// Upgrade configures upgrade-aware pausing.
 	Upgrade UpgradeOptions

@@ -21,9 +21,6 @@ import (
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 )
 
-// DefaultLeaseNamespace is where node leases live unless configured otherwise.
-const DefaultLeaseNamespace = nodelease.DefaultNamespace
-
 func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string { return nodelease.Holder(nhc.Name) }
 
 // leaseResult says whether the node's lease is ours.
@@ -208,7 +205,7 @@ func (r *Reconciler) createInLeaseNamespace(ctx context.Context, lease *coordina
 
 func (r *Reconciler) leaseNamespace() string {
 	if r.LeaseNamespace == "" {
-		return DefaultLeaseNamespace
+		return nodelease.DefaultNamespace
 	}
 	return r.LeaseNamespace
 }

@@ -22,13 +22,14 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 func nodeLease(ctx context.Context, node string) func() *coordinationv1.Lease {
 	return func() *coordinationv1.Lease {
 		l := &coordinationv1.Lease{}
-		err := e.K8s.Get(ctx, client.ObjectKey{Namespace: remediation.DefaultLeaseNamespace, Name: "node-" + node}, l)
+		err := e.K8s.Get(ctx, client.ObjectKey{Namespace: nodelease.DefaultNamespace, Name: "node-" + node}, l)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -77,7 +78,7 @@ var _ = Describe("Node leases", func() {
 		// its CR shows the remediation controller looked at that time.
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		soon := e.NewNode(ctx, group, corev1.ConditionUnknown, 181*time.Second)
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.DefaultLeaseNamespace}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodelease.DefaultNamespace}}
 		Expect(client.IgnoreAlreadyExists(e.K8s.Create(ctx, ns))).To(Succeed())
 		holder, seconds := "node-maintenance-operator", int32(120)
 		foreign := &coordinationv1.Lease{
@@ -137,13 +138,13 @@ var _ = Describe("Node leases", func() {
 var _ = Describe("Node lease reads", func() {
 	leaseReads := func(r testutil.Request) bool {
 		return r.Method == http.MethodGet && !r.Watch &&
-			strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases")
+			strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+nodelease.DefaultNamespace+"/leases")
 	}
 	leaseWatch := func(r testutil.Request) bool {
-		return r.Method == http.MethodGet && r.Watch && r.Path == "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases"
+		return r.Method == http.MethodGet && r.Watch && r.Path == "/apis/coordination.k8s.io/v1/namespaces/"+nodelease.DefaultNamespace+"/leases"
 	}
 	leaseUpdates := func(r testutil.Request) bool {
-		return r.Method == http.MethodPut && strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+remediation.DefaultLeaseNamespace+"/leases/")
+		return r.Method == http.MethodPut && strings.HasPrefix(r.Path, "/apis/coordination.k8s.io/v1/namespaces/"+nodelease.DefaultNamespace+"/leases/")
 	}
 
 	It("renews the leases of running remediations without reading a lease from the API server", func(ctx SpecContext) {
