@@ -87,6 +87,9 @@ type Reconciler struct {
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
 	StartWait time.Duration
+	// Wall is the real clock, which StartWait and the gatherer's bounds on the cache are measured
+	// on, whatever Clock says; nil: clock.RealClock.
+	Wall clock.PassiveClock
 
 	watcher *watch.Dynamic
 	targets *targets.Gatherer
@@ -154,7 +157,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Machines == nil {
 		r.Machines = targets.NewMachines(r.Client)
 	}
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
+	if r.Wall == nil {
+		r.Wall = clock.RealClock{}
+	}
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines, Wall: r.Wall,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},
@@ -272,7 +278,7 @@ func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
 	if r.starting == nil {
 		r.starting = map[string]map[string]time.Time{}
 	}
-	name, wallNow := snap.Stored.Name, time.Now()
+	name, wallNow := snap.Stored.Name, r.Wall.Now()
 	seen := r.starting[name]
 	pending := map[string]time.Time{}
 	wait := r.StartWait
