@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -150,6 +151,10 @@ type Reconciler struct {
 	// controlPlane serializes the starts of control-plane remediations across NodeHealthChecks
 	// reconciled at once (controlPlaneStart).
 	controlPlane sync.Mutex
+	// leaseNamespaceMu serializes creates of the lease namespace; leaseNamespaceGen counts them, so
+	// that starts which found it missing together create it once (createInLeaseNamespace).
+	leaseNamespaceMu  sync.Mutex
+	leaseNamespaceGen atomic.Uint64
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
