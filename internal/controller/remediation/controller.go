@@ -99,7 +99,10 @@ type Reconciler struct {
 	client.Client
 	// Clock tells the time; a fake clock in tests.
 	Clock clock.PassiveClock
-	// LeaseNamespace holds the node leases (DefaultLeaseNamespace when empty).
+	// Wall is the real clock, for how long the cache may lag behind this controller's own writes;
+	// nil: clock.RealClock.
+	Wall clock.PassiveClock
+	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
@@ -155,6 +158,9 @@ type Reconciler struct {
 	// that starts which found it missing together create it once (createInLeaseNamespace).
 	leaseNamespaceMu  sync.Mutex
 	leaseNamespaceGen atomic.Uint64
+	// deleted holds UID -> time (Wall) of the CRs this controller deleted, so a look whose cache
+	// does not show the delete yet does not delete (and report) them again (deleteAll).
+	deleted sync.Map
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
@@ -207,10 +213,13 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
+		if r.Wall == nil {
+			r.Wall = clock.RealClock{}
+		}
 		if r.Machines == nil {
 			r.Machines = targets.NewMachines(r.Client)
 		}
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines, Wall: r.Wall,
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
@@ -823,18 +832,41 @@ func skipAction(note string) string {
 	return fmt.Sprintf("Skip-%08x", h.Sum32())
 }
 
-// deleteAll deletes the node's CRs.
+// deletedTTL is how long a CR this controller deleted is not deleted again while the cache still
+// shows it as it was: the cache sees its own writes within milliseconds; a minute covers an
+// overloaded API server. A CR a remediator's finalizer keeps shows its deletionTimestamp by then.
+const deletedTTL = time.Minute
+
+// deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
+// shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
+// each delete reported once (a CR found gone already is not reported again).
 func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
 	var errs []error
+	now := r.Wall.Now()
+	r.deleted.Range(func(uid, at any) bool {
+		if now.Sub(at.(time.Time)) > deletedTTL {
+			r.deleted.Delete(uid)
+		}
+		return true
+	})
 	for i := range crs {
 		cr := &crs[i]
 		if !cr.GetDeletionTimestamp().IsZero() {
 			continue // being deleted; the remediator's finalizer decides when it is gone
 		}
-		if err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())}); client.IgnoreNotFound(err) != nil {
+		if _, done := r.deleted.Load(cr.GetUID()); done {
+			continue // deleted by an earlier look; the cache does not show it yet
+		}
+		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
+		if apierrors.IsNotFound(err) {
+			r.targets.Forget(cr.GetUID())
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
+		r.deleted.Store(cr.GetUID(), now)
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
