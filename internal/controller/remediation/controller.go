@@ -158,9 +158,9 @@ type Reconciler struct {
 	// that starts which found it missing together create it once (createInLeaseNamespace).
 	leaseNamespaceMu  sync.Mutex
 	leaseNamespaceGen atomic.Uint64
-	// deleted holds UID -> time (Wall) of the CRs this controller deleted, so a look whose cache
-	// does not show the delete yet does not delete (and report) them again (deleteAll).
-	deleted sync.Map
+	// written remembers the CR deletes and timed-out marks this controller made, so a look whose
+	// cache does not show them yet does not write (and report) them again.
+	written ownWrites
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
@@ -532,9 +532,14 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
+		mark := "timed-out/" + string(cr.GetUID())
+		if r.written.made(mark, r.Wall.Now()) {
+			continue // marked by an earlier look; the cache does not show it yet
+		}
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.NHCTimedOutAnnotation, ptr.To(now.UTC().Format(time.RFC3339))); err != nil {
 			return renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
+		r.written.record(mark, r.Wall.Now())
 		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "overdue", e.Overdue)
 		if e.Exhausted {
 			r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonNoTemplateLeft, "Escalate",
@@ -832,10 +837,27 @@ func skipAction(note string) string {
 	return fmt.Sprintf("Skip-%08x", h.Sum32())
 }
 
-// deletedTTL is how long a CR this controller deleted is not deleted again while the cache still
-// shows it as it was: the cache sees its own writes within milliseconds; a minute covers an
+// ownWritesTTL is how long a write of this controller is not made again while the cache still shows
+// the object as it was: the cache sees its own writes within milliseconds; a minute covers an
 // overloaded API server. A CR a remediator's finalizer keeps shows its deletionTimestamp by then.
-const deletedTTL = time.Minute
+const ownWritesTTL = time.Minute
+
+// ownWrites remembers writes by key ("<verb>/<uid>") and when (Wall) they were made.
+type ownWrites struct{ m sync.Map }
+
+func (w *ownWrites) record(key string, now time.Time) { w.m.Store(key, now) }
+
+// made reports whether the write was made within ownWritesTTL, and forgets older ones.
+func (w *ownWrites) made(key string, now time.Time) bool {
+	w.m.Range(func(k, at any) bool {
+		if now.Sub(at.(time.Time)) > ownWritesTTL {
+			w.m.Delete(k)
+		}
+		return true
+	})
+	_, ok := w.m.Load(key)
+	return ok
+}
 
 // deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
 // shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
@@ -843,18 +865,12 @@ const deletedTTL = time.Minute
 func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
 	var errs []error
 	now := r.Wall.Now()
-	r.deleted.Range(func(uid, at any) bool {
-		if now.Sub(at.(time.Time)) > deletedTTL {
-			r.deleted.Delete(uid)
-		}
-		return true
-	})
 	for i := range crs {
 		cr := &crs[i]
 		if !cr.GetDeletionTimestamp().IsZero() {
 			continue // being deleted; the remediator's finalizer decides when it is gone
 		}
-		if _, done := r.deleted.Load(cr.GetUID()); done {
+		if r.written.made("delete/"+string(cr.GetUID()), now) {
 			continue // deleted by an earlier look; the cache does not show it yet
 		}
 		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
@@ -866,7 +882,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
-		r.deleted.Store(cr.GetUID(), now)
+		r.written.record("delete/"+string(cr.GetUID()), now)
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)

@@ -14,10 +14,10 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
-// In a mass recovery every node's Ready event makes its NodeHealthCheck look again, often before
-// the cache shows the deletes of the look before.
-var _ = Describe("A mass recovery", func() {
-	It("deletes each CR once and reports each delete once", func(ctx SpecContext) {
+// In an incident every node's event makes its NodeHealthCheck look again, often before the cache
+// shows the writes of the look before; watches.Hold makes the cache lag that way.
+var _ = Describe("A cache that lags behind the controller's own writes", func() {
+	It("in a mass recovery: each CR is deleted once and each delete reported once", func(ctx SpecContext) {
 		const healthy, sick = 9, 8
 		group := e.Unique("g")
 		for range healthy {
@@ -62,5 +62,32 @@ var _ = Describe("A mass recovery", func() {
 		Eventually(func() int {
 			return len(slices.DeleteFunc(e.Events(ctx, n.Name)(), func(r string) bool { return r != remediationv1alpha1.EventReasonRemediationRemoved }))
 		}).Should(Equal(sick), "one RemediationRemoved per CR")
+	})
+
+	It("when a step times out: the CR is marked once and its exhaustion reported once", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		cr := e.TestCRs(ctx, sick.Name)()[0]
+		crPatches := func(r testutil.Request) bool {
+			return r.Method == http.MethodPatch && strings.HasSuffix(r.Path, "/testremediations/"+cr.GetName())
+		}
+		mark := requests.Mark()
+
+		release := watches.Hold("testremediations")
+		DeferCleanup(release)
+		// Overdue by three lease durations (a single template: 10m + 1m each).
+		e.Clock.SetTime(cr.GetCreationTimestamp().Add(33*time.Minute + time.Second))
+		e.Touch(ctx, n)
+		Eventually(func() map[string]string { return e.TestCRs(ctx, sick.Name)()[0].GetAnnotations() }).Should(HaveKey(remediationv1alpha1.NHCTimedOutAnnotation))
+		e.RemediationDecided(ctx, n) // a look with the CR unmarked in the cache
+		Expect(requests.Since(mark, crPatches)).To(HaveLen(1), "one mark, however stale the cache")
+
+		release()
+		e.RemediationDecided(ctx, n)
+		Expect(requests.Since(mark, crPatches)).To(HaveLen(1))
+		Eventually(func() []string {
+			return slices.DeleteFunc(e.Events(ctx, n.Name)(), func(r string) bool { return r != remediationv1alpha1.EventReasonNoTemplateLeft })
+		}).Should(HaveLen(1))
 	})
 })
