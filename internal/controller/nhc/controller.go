@@ -87,6 +87,9 @@ type Reconciler struct {
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
 	StartWait time.Duration
+	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
+	// nil: the conditions' lastTransitionTime alone counts.
+	Changes targets.ConditionChangeSource
 	// Wall is the real clock, which StartWait and the gatherer's bounds on the cache are measured
 	// on, whatever Clock says; nil: clock.RealClock.
 	Wall clock.PassiveClock
@@ -160,7 +163,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Wall == nil {
 		r.Wall = clock.RealClock{}
 	}
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines, Wall: r.Wall,
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},

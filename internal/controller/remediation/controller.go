@@ -130,6 +130,9 @@ type Reconciler struct {
 	// Refusals records the CR creates the API server refuses for good, shared with the nhc
 	// controller's decisions; a new record when nil.
 	Refusals *targets.Refusals
+	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
+	// nil: the conditions' lastTransitionTime alone counts.
+	Changes targets.ConditionChangeSource
 	// Machines reads nodes' Machines, as their annotations name them and verified: the CR's Machine
 	// owner and, with the role labels, which nodes are control-plane nodes. nil: read through
 	// Client (targets.NewMachines).
@@ -219,7 +222,7 @@ func (r *Reconciler) init() {
 		if r.Machines == nil {
 			r.Machines = targets.NewMachines(r.Client)
 		}
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines, Wall: r.Wall,
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
