@@ -224,6 +224,13 @@ type EscalatingRemediation struct {
 // NodeHealthCheckStatus is what the operator observed and decided. The nhc controller is its only
 // writer.
 type NodeHealthCheckStatus struct {
+	// ObservedGeneration is the metadata.generation of the spec this status was evaluated from, so
+	// that tools waiting for a NodeHealthCheck to be reconciled (kstatus: Helm 4's --wait, Flux,
+	// Argo CD) can tell a spec the operator has seen from one it has not. An extension of this
+	// operator.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
 	// ObservedNodes is the number of nodes the selector selects.
 	// +optional
 	ObservedNodes *int `json:"observedNodes,omitempty"`

@@ -29,9 +29,10 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	nhc, d, crs, problem, up, now := snap.Stored, snap.Decision, snap.CRs, snap.Problem, snap.Upgrade, snap.Now
 	old := &nhc.Status
 	st := remediationv1alpha1.NodeHealthCheckStatus{
-		ObservedNodes: ptr.To(d.Observed),
-		HealthyNodes:  ptr.To(d.Healthy),
-		Conditions:    slices.Clone(old.Conditions),
+		ObservedGeneration: nhc.Generation,
+		ObservedNodes:      ptr.To(d.Observed),
+		HealthyNodes:       ptr.To(d.Healthy),
+		Conditions:         slices.Clone(old.Conditions),
 	}
 
 	stepOrder := map[health.StepKey]int{}
