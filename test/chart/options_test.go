@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -220,11 +222,17 @@ func TestOptionSets(t *testing.T) {
 			t.Fatal("nhc-worker-default missing")
 		}
 		y := toYAML(t, nhc)
-		for _, want := range []string{"minHealthy: 51%", "key: node-role.kubernetes.io/worker", "duration: 300s", "kind: SelfNodeRemediationTemplate",
+		for _, want := range []string{"minHealthy: 51%", "key: node-role.kubernetes.io/control-plane", "duration: 300s", "kind: SelfNodeRemediationTemplate",
 			"namespace: node-healthcheck", "helm.sh/hook: post-install"} {
 			if !strings.Contains(y, want) {
 				t.Errorf("default NodeHealthCheck lacks %q:\n%s", want, y)
 			}
+		}
+		checkDefaultSelector(t, nhc)
+		custom := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "selector": map[string]any{
+			"matchExpressions": []any{map[string]any{"key": "node-role.kubernetes.io/worker", "operator": "Exists"}}}}}).get("NodeHealthCheck", "nhc-worker-default")
+		if y := toYAML(t, custom); !strings.Contains(y, "key: node-role.kubernetes.io/worker") || strings.Contains(y, "node-role.kubernetes.io/master") {
+			t.Errorf("defaultNodeHealthCheck.selector does not set spec.selector:\n%s", y)
 		}
 		if mustRender(t, nil).get("NodeHealthCheck", "nhc-worker-default") != nil {
 			t.Error("the default NodeHealthCheck is off by default")
@@ -325,4 +333,40 @@ func deploymentArgs(t *testing.T, r rendered) []string {
 		t.Fatalf("Deployment containers: %v", err)
 	}
 	return toStrings(containers[0].(map[string]any)["args"])
+}
+
+// checkDefaultSelector checks that the default NodeHealthCheck selects workers as kubeadm, EKS, GKE,
+// AKS and OpenShift label them, and no control-plane node.
+func checkDefaultSelector(t *testing.T, nhc *unstructured.Unstructured) {
+	t.Helper()
+	raw, found, err := unstructured.NestedMap(nhc.Object, "spec", "selector")
+	if err != nil || !found {
+		t.Fatalf("spec.selector: %v, found %v", err, found)
+	}
+	var sel metav1.LabelSelector
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &sel); err != nil {
+		t.Fatal(err)
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{"a kubeadm worker", map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "w1"}, true},
+		{"an EKS worker", map[string]string{"eks.amazonaws.com/nodegroup": "ng-1", "node.kubernetes.io/instance-type": "m5.large"}, true},
+		{"a GKE worker", map[string]string{"cloud.google.com/gke-nodepool": "default-pool"}, true},
+		{"an AKS worker", map[string]string{"kubernetes.azure.com/agentpool": "nodepool1", "kubernetes.azure.com/mode": "system", "kubernetes.azure.com/role": "agent"}, true},
+		{"an OpenShift worker", map[string]string{"node-role.kubernetes.io/worker": ""}, true},
+		{"a kubeadm control-plane node", map[string]string{"node-role.kubernetes.io/control-plane": ""}, false},
+		{"an older control-plane node", map[string]string{"node-role.kubernetes.io/master": ""}, false},
+		{"an OpenShift control-plane node that also runs workloads", map[string]string{"node-role.kubernetes.io/master": "", "node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/worker": ""}, false},
+	} {
+		if got := selector.Matches(labels.Set(tc.labels)); got != tc.want {
+			t.Errorf("%s (%v): selected %v, want %v", tc.name, tc.labels, got, tc.want)
+		}
+	}
 }
