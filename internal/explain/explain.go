@@ -83,7 +83,7 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 // gateAsSeen is the upgrade gate as explain sees it from outside the operator: known, with the
 // Cluster API coverage it finds itself (clusterAPICoverage). What only the operator's detectors know
 // (upgrade signals, a conflicting OpenShift MachineHealthCheck) comes from the operator's report in
-// status (targets.Options.AsReported). It is a targets.UpgradeGate that nothing writes.
+// status (targets.Explaining). It is a targets.UpgradeGate that nothing writes.
 type gateAsSeen struct{ v upgrade.Verdict }
 
 // Verdict implements targets.UpgradeGate.
@@ -124,11 +124,13 @@ func clusterAPICoverage(ctx context.Context, c client.Client) (map[string]string
 	return upgrade.ClusterAPICoverage(lists[0], lists[1]), nil
 }
 
-// Node explains every NodeHealthCheck's view of the node to w.
-func Node(ctx context.Context, c client.Client, name string, o Options, w io.Writer) error {
+// Node explains every NodeHealthCheck's view of the node to w. Kinds the user may not read but
+// NodeHealthChecks and Nodes are taken as absent, and the answer says so (partial).
+func Node(ctx context.Context, userClient client.Client, name string, o Options, w io.Writer) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
+	c := &partial{Client: userClient}
 	node := &corev1.Node{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return fmt.Errorf("getting node %s: %w", name, err)
@@ -169,6 +171,7 @@ func Node(ctx context.Context, c client.Client, name string, o Options, w io.Wri
 	if len(others) > 0 {
 		p.line(0, "Not selected by: %s", strings.Join(others, ", "))
 	}
+	forbiddenNote(p, c)
 	return p.err
 }
 
@@ -302,10 +305,13 @@ func explainCRs(p *printer, s *targets.Snapshot, node string) {
 }
 
 // NHC summarises one NodeHealthCheck to w: its budget, every node it lists or holds back, and why.
-func NHC(ctx context.Context, c client.Client, name string, o Options, w io.Writer) error {
+// Kinds the user may not read but NodeHealthChecks and Nodes are taken as absent, and the answer
+// says so (partial).
+func NHC(ctx context.Context, userClient client.Client, name string, o Options, w io.Writer) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
+	c := &partial{Client: userClient}
 	checks, err := Gather(ctx, c, o)
 	if err != nil {
 		return err
@@ -358,6 +364,7 @@ func NHC(ctx context.Context, c client.Client, name string, o Options, w io.Writ
 	if st := s.Stored.Status; st.ObservedNodes != nil && st.HealthyNodes != nil && (*st.ObservedNodes != d.Observed || *st.HealthyNodes != d.Healthy) {
 		p.line(1, "note: the operator last reported %d of %d healthy (at %s); this decision is newer", *st.HealthyNodes, *st.ObservedNodes, lastUpdate(st))
 	}
+	forbiddenNote(p, c)
 	return p.err
 }
 

@@ -9,7 +9,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/explain"
@@ -108,5 +112,45 @@ var _ = Describe("kubectl nhc explain", func() {
 		Expect(explain.NHC(ctx, e.K8s, n.Name, explainOptions(), &out)).To(Succeed())
 		Expect(out.String()).To(And(ContainSubstring("node "+nodes[2].Name+": held back (HealthyNodeThreshold)"),
 			ContainSubstring("node "+nodes[0].Name+": remediating"), ContainSubstring("budget: 1 of 4 selected nodes healthy, 2 required")))
+	})
+
+	It("answers with a note of what it could not read when the user may not list one kind, instead of failing", func(ctx SpecContext) {
+		_, _, nodes := poolOfFour(ctx)
+		e.SetReady(ctx, nodes[0], corev1.ConditionUnknown, 0)
+		e.Step(ctx, 5*time.Minute)
+		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+		Eventually(nodeLease(ctx, nodes[0].Name)).ShouldNot(BeNil())
+
+		// A user who may read NodeHealthChecks, nodes and the remediators' kinds, but no leases.
+		user := e.Unique("explainer")
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{remediationv1alpha1.GroupVersion.Group}, Resources: []string{"nodehealthchecks"}, Verbs: []string{"get", "list"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
+		}}
+		e.Create(ctx, role)
+		e.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}})
+		cfg := rest.CopyConfig(e.Env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(cfg, client.Options{Scheme: e.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool { // RBAC's cache has the binding
+			return c.List(ctx, &remediationv1alpha1.NodeHealthCheckList{}) == nil
+		}).Should(BeTrue())
+
+		var out bytes.Buffer
+		Expect(explain.Node(ctx, c, nodes[0].Name, explainOptions(), &out)).To(Succeed())
+		Expect(out.String()).To(And(ContainSubstring("decision: remediating"), ContainSubstring("remediation: TestRemediation"),
+			ContainSubstring("Partial answer: you may not read Lease.coordination.k8s.io")))
+		out.Reset()
+		Expect(explain.Node(ctx, e.K8s, nodes[0].Name, explainOptions(), &out)).To(Succeed())
+		Expect(out.String()).NotTo(ContainSubstring("Partial answer"), "an administrator reads everything")
+
+		By("without the NodeHealthChecks there is nothing to explain: it fails, naming them")
+		role.Rules = role.Rules[:1]
+		Expect(e.K8s.Update(ctx, role)).To(Succeed())
+		Eventually(func() error { return explain.NHC(ctx, c, "any", explainOptions(), &out) }).Should(MatchError(ContainSubstring("nodehealthchecks")))
 	})
 })
