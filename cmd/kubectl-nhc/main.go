@@ -46,8 +46,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	kubeconfig := fs.String("kubeconfig", "", "Path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
 	kubeContext := fs.String("context", "", "The kubeconfig context to use.")
-	leaseNamespace := fs.String("lease-namespace", lease.DefaultNamespace, "The operator's --lease-namespace.")
-	returnGrace := fs.Duration("returning-node-grace", health.DefaultReturnGrace, "The operator's --returning-node-grace.")
+	leaseNamespace := fs.String("lease-namespace", lease.DefaultNamespace, "The operator's --lease-namespace (default: as the operator publishes it, else "+lease.DefaultNamespace+").")
+	returnGrace := fs.Duration("returning-node-grace", health.DefaultReturnGrace, "The operator's --returning-node-grace (default: as the operator publishes it, else "+health.DefaultReturnGrace.String()+").")
 	timeout := fs.Duration("request-timeout", 30*time.Second, "How long to wait for the API server.")
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 
@@ -87,8 +87,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	o := explain.Options{LeaseNamespace: *leaseNamespace, ReturnGrace: *returnGrace}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	o.SettingsFrom = settingsFrom(ctx, c, &o, set["lease-namespace"], set["returning-node-grace"])
 	if words[1] == "node" {
 		return explain.Node(ctx, c, words[2], o, stdout)
 	}
 	return explain.NHC(ctx, c, words[2], o, stdout)
+}
+
+// settingsFrom fills the settings the flags did not set from those the operator publishes, and says
+// where they came from; where it cannot find them, the defaults stand and it says why.
+func settingsFrom(ctx context.Context, c client.Client, o *explain.Options, namespaceSet, graceSet bool) string {
+	if namespaceSet && graceSet {
+		return "from the flags"
+	}
+	published, err := explain.FindSettings(ctx, c)
+	if err != nil {
+		return "the defaults, as the operator's published settings are not known: " + err.Error()
+	}
+	if !namespaceSet {
+		o.LeaseNamespace = published.LeaseNamespace
+	}
+	if !graceSet {
+		o.ReturnGrace = published.ReturningNodeGrace
+	}
+	from := "as the operator (version " + published.Version + ") publishes them in ConfigMap " + published.ConfigMap
+	if namespaceSet || graceSet {
+		from += ", but for the flag given"
+	}
+	return from
 }

@@ -4,9 +4,11 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,18 +17,21 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/metricsauth"
+	"github.com/medik8s/node-healthcheck/internal/opsettings"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
@@ -67,6 +72,8 @@ type options struct {
 	zap              zap.Options
 	// printVersion prints the version and exits.
 	printVersion bool
+	// settingsConfigMap, when set, is the ConfigMap the leader publishes its settings in.
+	settingsConfigMap *types.NamespacedName
 }
 
 // DefaultReturnGrace is --returning-node-grace's default: the node lifecycle controller's default
@@ -150,6 +157,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Lifetime of the self-managed serving certificate (with --webhook-cert-secret); it is renewed when a quarter of it is left, which must leave the kubelet time to mount the renewal (under 1h the operator logs a warning).")
 	fs.DurationVar(&caValidity, "webhook-ca-validity", webhookcert.DefaultCAValidity,
 		"Lifetime of the self-managed CA; renewed, like the certificate, when a quarter of the certificate's lifetime is left. The previous CA stays trusted until it expires, so renewals never interrupt admission.")
+	var settingsConfigMap string
+	fs.StringVar(&settingsConfigMap, "settings-configmap", "",
+		"<namespace>/<name> of a ConfigMap (which must exist; the chart creates it) in which the leader publishes the settings kubectl nhc explain needs to decide as the operator does: --lease-namespace, --returning-node-grace, --max-clock-skew and the version. Empty: not published.")
 	fs.BoolVar(&o.printVersion, "version", false,
 		"Print the version (the chart's appVersion the image was built for) and exit.")
 	o.zap.BindFlags(fs)
@@ -158,6 +168,13 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if settingsConfigMap != "" {
+		key, err := namespacedName("--settings-configmap", settingsConfigMap)
+		if err != nil {
+			return nil, err
+		}
+		o.settingsConfigMap = &key
 	}
 	if pauseObject != "" {
 		key, err := namespacedName("--upgrade-pause-object", pauseObject)
@@ -314,6 +331,23 @@ func run(o *options) error {
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
 		ReturnGrace: o.returnGrace, ClockSkew: skew}); err != nil {
 		return err
+	}
+
+	if key := o.settingsConfigMap; key != nil {
+		// The leader publishes (a runnable that needs leader election), again after an error.
+		settings := opsettings.Settings{LeaseNamespace: o.leaseNamespace, ReturningNodeGrace: o.returnGrace, MaxClockSkew: o.maxClockSkew, Version: version}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute},
+				func(ctx context.Context) (bool, error) {
+					if err := opsettings.Publish(ctx, mgr.GetClient(), *key, settings); err != nil {
+						log.Error(err, "Publishing the settings; retrying")
+						return false, nil
+					}
+					return true, nil
+				})
+		})); err != nil {
+			return fmt.Errorf("adding the settings publisher: %w", err)
+		}
 	}
 
 	if o.enableWebhooks {

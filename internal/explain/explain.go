@@ -42,6 +42,9 @@ type Options struct {
 	LeaseNamespace string
 	// ReturnGrace is the operator's --returning-node-grace.
 	ReturnGrace time.Duration
+	// SettingsFrom says where LeaseNamespace and ReturnGrace come from (the operator's published
+	// settings, the flags, or the defaults and why), printed with the answer; empty: not printed.
+	SettingsFrom string
 }
 
 // Check is one NodeHealthCheck's snapshot and decision.
@@ -172,6 +175,7 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 		p.line(0, "Not selected by: %s", strings.Join(others, ", "))
 	}
 	forbiddenNote(p, c)
+	settingsNote(p, o)
 	return p.err
 }
 
@@ -365,6 +369,7 @@ func NHC(ctx context.Context, userClient client.Client, name string, o Options, 
 		p.line(1, "note: the operator last reported %d of %d healthy (at %s); this decision is newer", *st.HealthyNodes, *st.ObservedNodes, lastUpdate(st))
 	}
 	forbiddenNote(p, c)
+	settingsNote(p, o)
 	return p.err
 }
 
@@ -457,4 +462,12 @@ func (p *printer) line(depth int, format string, args ...any) {
 		return
 	}
 	_, p.err = fmt.Fprintf(p.w, "%s%s\n", strings.Repeat("  ", depth+p.indent), fmt.Sprintf(format, args...))
+}
+
+// settingsNote says which lease namespace and returning-node grace the answer used, and whence.
+func settingsNote(p *printer, o Options) {
+	if o.SettingsFrom != "" {
+		p.line(0, "")
+		p.line(0, "Settings: lease namespace %s, returning-node grace %s (%s).", o.LeaseNamespace, o.ReturnGrace, o.SettingsFrom)
+	}
 }

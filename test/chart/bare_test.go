@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/medik8s/node-healthcheck/internal/opsettings"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -120,6 +121,16 @@ func TestDefaultInstallOnABareCluster(t *testing.T) {
 	if valid.Spec.MinHealthy == nil {
 		t.Error("the defaulting webhook did not set minHealthy")
 	}
+
+	waitFor(t, "the leader to publish its settings in the chart's ConfigMap", func() bool {
+		cm := &corev1.ConfigMap{}
+		if k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "nhc-node-healthcheck-settings"}, cm) != nil {
+			return false
+		}
+		s, err := opsettings.Parse(cm.Data)
+		return err == nil && s.LeaseNamespace == "medik8s-leases" && s.ReturningNodeGrace == time.Minute && s.MaxClockSkew == 10*time.Second &&
+			cm.Labels[opsettings.Label] == "true"
+	})
 
 	stop()
 	// No remediator is installed, so nothing grants the operator its template kind (test.medik8s.io):

@@ -36,6 +36,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "nhc.webhookService" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
 {{- define "nhc.webhookSecret" -}}{{ include "nhc.fullname" . }}-webhook-cert{{- end }}
+{{/* The ConfigMap the operator publishes its settings in (--settings-configmap). */}}
+{{- define "nhc.settingsConfigMap" -}}{{ include "nhc.fullname" . }}-settings{{- end }}
 {{- define "nhc.certificate" -}}{{ include "nhc.fullname" . }}-webhook{{- end }}
 {{- define "nhc.selfSignedIssuer" -}}{{ include "nhc.fullname" . }}-selfsigned{{- end }}
 {{/* The chart's CA (cert-manager without issuerRef): its Certificate, its Secret and its Issuer. */}}
