@@ -339,7 +339,7 @@ func run(o *options) error {
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute},
 				func(ctx context.Context) (bool, error) {
-					if err := opsettings.Publish(ctx, mgr.GetClient(), *key, settings); err != nil {
+					if err := opsettings.Publish(ctx, mgr.GetAPIReader(), mgr.GetClient(), *key, settings); err != nil {
 						log.Error(err, "Publishing the settings; retrying")
 						return false, nil
 					}

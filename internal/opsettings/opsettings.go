@@ -61,10 +61,12 @@ func Parse(data map[string]string) (Settings, error) {
 }
 
 // Publish writes s into the ConfigMap, which must exist (the chart creates it, and grants the
-// operator get and update on it alone); it writes nothing when the ConfigMap holds s already.
-func Publish(ctx context.Context, c client.Client, key types.NamespacedName, s Settings) error {
+// operator get and update on it alone); it writes nothing when the ConfigMap holds s already. r
+// reads around any cache: a cached read would start an informer of every ConfigMap, which the
+// operator may not list.
+func Publish(ctx context.Context, r client.Reader, w client.Writer, key types.NamespacedName, s Settings) error {
 	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, key, cm); err != nil {
+	if err := r.Get(ctx, key, cm); err != nil {
 		return fmt.Errorf("reading the settings ConfigMap %s: %w", key, err)
 	}
 	data := s.Data()
@@ -80,7 +82,7 @@ func Publish(ctx context.Context, c client.Client, key types.NamespacedName, s S
 	}
 	cm.Labels[Label] = "true"
 	cm.Data = data
-	if err := c.Update(ctx, cm); err != nil {
+	if err := w.Update(ctx, cm); err != nil {
 		return fmt.Errorf("publishing the settings in ConfigMap %s: %w", key, err)
 	}
 	return nil

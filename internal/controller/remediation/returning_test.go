@@ -27,11 +27,11 @@ func poolOfFour(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHea
 	return n, group, nodes
 }
 
-// The suite runs with a returning-node grace of returnGrace (suite_test.go).
-var _ = Describe("Nodes coming back after an outage", func() {
-	It("are not remediated while the threshold holds only thanks to the nodes that came back; an isolated failure is not delayed", func(ctx SpecContext) {
-		n, _, nodes := poolOfFour(ctx)
-		// An outage: three of four fail at once (due at the same moment): 1 healthy, 3 required.
+// outage makes three nodes of a pool of four fail at once (due at the same moment: 1 healthy, 3
+// required), and waits until the three are listed and held back.
+func outage(ctx context.Context) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
+	GinkgoHelper()
+	n, _, nodes := poolOfFour(ctx)
 		for _, node := range nodes[:3] {
 			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
 		}
@@ -39,6 +39,13 @@ var _ = Describe("Nodes coming back after an outage", func() {
 		for _, node := range nodes[:3] {
 			Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
 		}
+	return n, nodes
+}
+
+// The suite runs with a returning-node grace of returnGrace (suite_test.go).
+var _ = Describe("Nodes coming back after an outage", func() {
+	It("are not remediated while the threshold holds only thanks to the nodes that came back; an isolated failure is not delayed", func(ctx SpecContext) {
+		n, nodes := outage(ctx)
 
 		// Two come back: 3 healthy, 3 required, but only thanks to the two that just came back. The
 		// third one, likely coming back too, waits.
@@ -67,14 +74,7 @@ var _ = Describe("Nodes coming back after an outage", func() {
 	})
 
 	It("are recognised by what the watch showed, when their condition keeps an old transition time", func(ctx SpecContext) {
-		n, _, nodes := poolOfFour(ctx)
-		for _, node := range nodes[:3] {
-			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
-		}
-		e.Step(ctx, 5*time.Minute)
-		for _, node := range nodes[:3] {
-			Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
-		}
+		n, nodes := outage(ctx)
 
 		// Two come back as kwok's stock stages bring a node back: Ready again, with the node's
 		// creation time as the condition's lastTransitionTime.
