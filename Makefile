@@ -12,6 +12,8 @@ KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# Writes the image's SBOMs (CycloneDX) from the manager binaries, offline.
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
 # The real node (test/realnode, `make node`): the kubelet, kube-scheduler and kube-proxy are
 # KUBERNETES_VERSION's.
 CONTAINERD_VERSION ?= v2.4.2
@@ -27,6 +29,7 @@ VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' $
 MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+CYCLONEDX_GOMOD ?= $(LOCALBIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
 # The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
 NODE_DIR ?= $(LOCALBIN)/node
@@ -228,6 +231,9 @@ IMAGE_LICENSES ?= Apache-2.0
 IMAGE_INPUTS := $(shell find api cmd internal -name '*.go' ! -name '*_test.go' ! -path 'internal/testutil/*') go.mod go.sum $(CHART)/Chart.yaml
 MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/imagebuild/%,$(IMAGE_INPUTS))
 IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+# A CycloneDX SBOM of each platform's manager, stored in the layout as an OCI 1.1 artifact whose
+# subject is that platform's image (test/image checks it against the binary's build information).
+IMAGE_SBOMS := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
 # Rebuilds the image (not the binaries) when the commit changes.
 IMAGE_LABELS_STAMP := $(LOCALBIN)/platforms/labels
 
@@ -238,11 +244,19 @@ image: $(IMAGE_LAYOUT)/index.json ## Build the multi-arch OCI image into bin/ima
 image-push: image ## Push the image to IMAGE (default ghcr.io/medik8s/node-healthcheck:<appVersion>) with the credentials of `docker login`.
 	go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
 
-$(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
+$(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_SBOMS) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
 	go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) \
 		--source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --description "Node Healthcheck operator" \
-		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager) \
+		$(foreach p,$(PLATFORMS),--sbom $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
+
+# The SBOM is read from the binary's build information (`go version -m`: the modules linked in, with
+# their checksums), for its platform; no serial number or timestamp, so a binary gives the same SBOM.
+# GOPROXY=off: nothing is fetched (license detection, which downloads modules, is off).
+$(LOCALBIN)/platforms/%/manager.cdx.json: $(LOCALBIN)/platforms/%/manager $(CYCLONEDX_GOMOD)
+	GOPROXY=off GOOS=$(word 1,$(subst -, ,$*)) GOARCH=$(word 2,$(subst -, ,$*)) \
+		$(CYCLONEDX_GOMOD) bin -json -noserial -notimestamp -std -version v$(VERSION) -output $@ $<
 
 # One static binary per platform: no cgo, no build paths, the version stamped, symbols stripped.
 $(LOCALBIN)/platforms/%/manager: $(MANAGER_INPUTS)
@@ -273,6 +287,10 @@ kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again 
 .PHONY: node
 node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
 	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(LOCALBIN)/.gobin go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	mv $(LOCALBIN)/.gobin/cyclonedx-gomod $@
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
