@@ -12,6 +12,8 @@ KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# Helm 4's CLI for the real-node suite (Helm 3 is go.mod's tool, `go tool helm`).
+HELM4_VERSION ?= v4.3.1
 # Writes the image's SBOMs (CycloneDX) from the manager binaries, offline.
 CYCLONEDX_GOMOD_VERSION ?= v1.10.0
 # The real node (test/realnode, `make node`): the kubelet, kube-scheduler and kube-proxy are
@@ -30,6 +32,7 @@ MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CYCLONEDX_GOMOD ?= $(LOCALBIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+HELM4 ?= $(LOCALBIN)/helm-$(HELM4_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
 # The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
 NODE_DIR ?= $(LOCALBIN)/node
@@ -111,8 +114,8 @@ test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the i
 # chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
 # has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
 .PHONY: test-realnode
-test-realnode: $(CONTROLPLANE_DEP) node image chart ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
-	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) go test -count=1 -v -timeout 20m ./test/realnode/ -ginkgo.v
+test-realnode: $(CONTROLPLANE_DEP) node kwok image chart $(HELM4) ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) HELM4=$(HELM4) go test -count=1 -v -timeout 30m ./test/realnode/ -ginkgo.v
 
 .PHONY: cluster
 cluster: $(CONTROLPLANE_DEP) node ## Start the real-node cluster and keep it running until Ctrl-C (prints how to point kubectl at it); root.
@@ -287,6 +290,13 @@ kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again 
 .PHONY: node
 node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
 	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
+
+.PHONY: helm4
+helm4: $(HELM4) ## Build Helm 4's CLI (HELM4_VERSION) into bin/ once, for the real-node suite.
+
+$(HELM4):
+	GOBIN=$(LOCALBIN)/.gobin go install -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION)" helm.sh/helm/v4/cmd/helm@$(HELM4_VERSION)
+	mv $(LOCALBIN)/.gobin/helm $@
 
 $(CYCLONEDX_GOMOD):
 	GOBIN=$(LOCALBIN)/.gobin go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)

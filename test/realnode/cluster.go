@@ -38,6 +38,9 @@ type Options struct {
 	ControlPlaneDir string
 	// Logf reports progress, a line per call (as log.Printf); nil is silent.
 	Logf func(format string, args ...any)
+	// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period (how long a
+	// node may miss heartbeats before it is Ready=Unknown); empty: its default (50s).
+	NodeMonitorGracePeriod string
 }
 
 // Cluster is a running one-node cluster.
@@ -61,6 +64,7 @@ type Cluster struct {
 	watchdog                 *exec.Cmd
 	watchdogIn               *os.File
 	logf                     func(string, ...any)
+	nodeGrace                string
 }
 
 // Start builds and starts the cluster: the node's network namespace, etcd, kube-apiserver,
@@ -89,7 +93,7 @@ func newCluster(o Options) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the real-node cluster runs a kubelet, containerd and runc: it needs root")
 	}
-	c := &Cluster{Dir: o.Dir, nodeDir: o.NodeDir, controlPlaneDir: o.ControlPlaneDir, logf: o.Logf}
+	c := &Cluster{Dir: o.Dir, nodeDir: o.NodeDir, controlPlaneDir: o.ControlPlaneDir, logf: o.Logf, nodeGrace: o.NodeMonitorGracePeriod}
 	if c.Dir == "" {
 		c.Dir = DefaultDir
 	}
@@ -360,12 +364,15 @@ func (c *Cluster) startControlPlane(cs *kubernetes.Clientset, kubeconfigs map[st
 	}); err != nil {
 		return err
 	}
-	if _, err := c.run("kube-controller-manager", cp("kube-controller-manager"),
-		"--kubeconfig="+kubeconfigs["kube-controller-manager"], "--leader-elect=false", "--secure-port=0",
+	kcm := []string{"--kubeconfig=" + kubeconfigs["kube-controller-manager"], "--leader-elect=false", "--secure-port=0",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+p("sa.key"), "--root-ca-file="+p("ca.crt"),
-		"--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key"),
-		"--service-cluster-ip-range="+ServiceCIDR); err != nil {
+		"--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"),
+		"--cluster-signing-cert-file=" + p("ca.crt"), "--cluster-signing-key-file=" + p("ca.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR}
+	if c.nodeGrace != "" {
+		kcm = append(kcm, "--node-monitor-grace-period="+c.nodeGrace)
+	}
+	if _, err := c.run("kube-controller-manager", cp("kube-controller-manager"), kcm...); err != nil {
 		return err
 	}
 	_, err := c.run("kube-scheduler", filepath.Join(c.nodeDir, "kube-scheduler"),
@@ -468,4 +475,16 @@ func (c *Cluster) CrictlPath() string { return filepath.Join(c.nodeDir, "crictl"
 // Kubectl returns a kubectl command (the control plane's) with the admin kubeconfig.
 func (c *Cluster) Kubectl(args ...string) *exec.Cmd {
 	return exec.Command(filepath.Join(c.controlPlaneDir, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...) //nolint:gosec // our binary
+}
+
+// StartKwok starts kwok from kwokDir (`make kwok`: the kwok binary and its stages) as one of the
+// cluster's daemons, stopped and cleaned up with them: it heartbeats the nodes whose labels match
+// selector (through their Leases, 40s) and reports them Ready, as simulated workers beside the real
+// node. It does not wait for anything.
+func (c *Cluster) StartKwok(kwokDir, selector string) error {
+	_, err := c.run("kwok", filepath.Join(kwokDir, "kwok"),
+		"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(kwokDir, "kwok-stages.yaml"),
+		"--manage-all-nodes=false", "--manage-nodes-with-label-selector="+selector,
+		"--node-lease-duration-seconds=40", "--node-ip=10.0.0.1", "--node-port=0")
+	return err
 }
