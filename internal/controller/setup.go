@@ -3,6 +3,7 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 type Options struct {
 	// Clock tells the time; clock.RealClock{} in production, a fake clock in tests.
 	Clock clock.PassiveClock
-	// LeaseNamespace holds the node leases (remediation.DefaultLeaseNamespace when empty).
+	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
 	// Upgrade configures upgrade-aware pausing.
 	Upgrade UpgradeOptions
@@ -91,6 +92,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	refusals := &targets.Refusals{}
+	// One record of node condition changes for both controllers: they decide alike which nodes came
+	// back.
+	changes := watch.NewConditionChanges(o.Clock)
+	if err := changes.Register(context.Background(), mgr.GetCache()); err != nil {
+		return err
+	}
 	// One reader of nodes' Machines for both controllers: they decide alike which nodes are
 	// control-plane nodes.
 	machines := targets.NewMachines(mgr.GetClient())
@@ -120,6 +127,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
+		Changes:        changes,
 		Templates:      templates,
 		Leases:         leases,
 		LeaseNamespace: o.LeaseNamespace,
@@ -144,6 +152,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
+		Changes:        changes,
 		Templates:      templates,
 		Machines:       machines,
 	}).SetupWithManager(mgr); err != nil {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -104,8 +105,9 @@ func (g gateAsSeen) NodeSince(_ string, signals []upgrade.Signal, now time.Time)
 // served) and returns the nodes they cover.
 func clusterAPICoverage(ctx context.Context, c client.Client) (map[string]string, error) {
 	var lists [2][]unstructured.Unstructured
-	for i, kind := range []string{"MachineHealthCheck", "Machine"} {
-		mapping, err := c.RESTMapper().RESTMapping(schema.GroupKind{Group: "cluster.x-k8s.io", Kind: kind})
+	for i, gk := range []schema.GroupKind{clusterapi.MachineHealthCheck, clusterapi.Machine} {
+		kind := gk.Kind
+		mapping, err := c.RESTMapper().RESTMapping(gk)
 		if meta.IsNoMatchError(err) {
 			return nil, nil
 		}

@@ -48,6 +48,11 @@ type Node struct {
 	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
 	// one that turned healthy sooner joined the cluster.
 	Created time.Time
+	// SeenChanging is when this process's watch last showed the status of each condition type
+	// change (on the decisions' clock), besides what the condition's lastTransitionTime says: a
+	// node that came back counts as such whatever wrote its condition (kwok's stock stages keep the
+	// creation time). Empty for changes before the process started: the timestamp alone counts then.
+	SeenChanging map[corev1.NodeConditionType]time.Time
 	// CRs are the node's remediation CRs of this NodeHealthCheck as escalation sees them (for a
 	// dry-run NodeHealthCheck without real CRs, its simulated ones): a running remediation's
 	// escalation is decided over them and Input.Steps.
@@ -555,18 +560,25 @@ func healthyDelayUntil(delay *time.Duration, n Node, now time.Time) (time.Time, 
 }
 
 // cameBack reports whether a node that is healthy now came back less than in.ReturnGrace ago, and
-// when: the latest status change of a condition whose type an unhealthy condition names, if it is
-// within ReturnGrace of now and at least ReturnGrace after the node was created (sooner, the node
-// joined the cluster rather than came back).
+// when: the latest status change of a condition whose type an unhealthy condition names (its
+// lastTransitionTime, or when this process saw it change if that is later), if it is within
+// ReturnGrace of now and at least ReturnGrace after the node was created (sooner, the node joined
+// the cluster rather than came back).
 func cameBack(in Input, n Node) (time.Time, bool) {
 	if in.ReturnGrace <= 0 {
 		return time.Time{}, false
 	}
 	var at time.Time
 	for _, c := range n.Conditions {
-		if slices.ContainsFunc(in.UnhealthyConditions, func(u remediationv1alpha1.UnhealthyCondition) bool { return u.Type == c.Type }) &&
-			c.LastTransitionTime.After(at) {
-			at = c.LastTransitionTime.Time
+		if !slices.ContainsFunc(in.UnhealthyConditions, func(u remediationv1alpha1.UnhealthyCondition) bool { return u.Type == c.Type }) {
+			continue
+		}
+		changed := c.LastTransitionTime.Time
+		if seen := n.SeenChanging[c.Type]; seen.After(changed) {
+			changed = seen
+		}
+		if changed.After(at) {
+			at = changed
 		}
 	}
 	if at.After(in.Now) {

@@ -737,6 +737,15 @@ func TestReturningNodes(t *testing.T) {
 		return out
 	}
 	returnedAgo := func(ago time.Duration) func(string) Node { return func(name string) Node { return back(name, ago) } }
+	// seenBack: Ready since the node was created, as its condition says, but this process's watch saw
+	// it change ago.
+	seenBack := func(ago time.Duration) func(string) Node {
+		return func(name string) Node {
+			n := back(name, now.Sub(old))
+			n.SeenChanging = map[corev1.NodeConditionType]time.Time{corev1.NodeReady: now.Add(-ago)}
+			return n
+		}
+	}
 	minHealthy := intstr.Parse("51%") // 6 of 10
 	tests := []struct {
 		name    string
@@ -763,6 +772,33 @@ func TestReturningNodes(t *testing.T) {
 			nodes: pool(many(1, steady, "s"), many(5, func(name string) Node {
 				n := back(name, 10*time.Second)
 				n.Created = now.Add(-40 * time.Second) // Ready 30s after it registered
+				return n
+			}, "j"), many(4, sick, "x")), started: 4},
+		// kwok's stock stages keep the creation time as the condition's lastTransitionTime when a node
+		// turns Ready again; the watch saw it change.
+		{name: "seen coming back by the watch, the condition's time kept from its creation", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, seenBack(10*time.Second), "r"), many(4, sick, "x")),
+			next:  now.Add(50 * time.Second)},
+		{name: "seen changing by the watch more than the grace ago", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, seenBack(61*time.Second), "r"), many(4, sick, "x")), started: 4},
+		{name: "seen changing, but the condition's own time is later", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, func(name string) Node {
+				n := back(name, 10*time.Second)
+				n.SeenChanging = map[corev1.NodeConditionType]time.Time{corev1.NodeReady: now.Add(-2 * time.Minute)}
+				return n
+			}, "r"), many(4, sick, "x")),
+			next: now.Add(50 * time.Second)},
+		{name: "seen changing: a condition no unhealthy condition names does not count", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, func(name string) Node {
+				n := steady(name)
+				n.SeenChanging = map[corev1.NodeConditionType]time.Time{corev1.NodeMemoryPressure: now.Add(-10 * time.Second)}
+				return n
+			}, "r"), many(4, sick, "x")), started: 4},
+		{name: "seen coming back by the watch, but it just joined", grace: grace,
+			nodes: pool(many(1, steady, "s"), many(5, func(name string) Node {
+				n := seenBack(10 * time.Second)(name)
+				n.Created = now.Add(-40 * time.Second)
+				n.Conditions[0].LastTransitionTime = metav1.NewTime(n.Created)
 				return n
 			}, "j"), many(4, sick, "x")), started: 4},
 		{name: "off", nodes: pool(many(1, steady, "s"), many(5, returnedAgo(10*time.Second), "r"), many(4, sick, "x")), started: 4},

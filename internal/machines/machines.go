@@ -7,15 +7,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/medik8s/node-healthcheck/internal/clusterapi"
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 )
 
-// The Machine kinds a node can be linked to.
-var (
-	// OpenShift is the OpenShift Machine API's Machine (machine.openshift.io/v1beta1).
-	OpenShift = schema.GroupKind{Group: "machine.openshift.io", Kind: "Machine"}
-	// ClusterAPI is Cluster API's Machine (cluster.x-k8s.io, v1beta1 or v1beta2).
-	ClusterAPI = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
-)
+// openShiftMachine is the Machine kind of OpenShift's Machine API; the other kind a node can be
+// linked to is clusterapi.Machine (v1beta1 or v1beta2).
+var openShiftMachine = openshift.Machine.GroupKind()
 
 // Node annotations that claim a Machine; the node's own credentials can write them.
 const (
@@ -32,9 +31,6 @@ const (
 const (
 	// ClusterAPIControlPlaneLabel marks a Cluster API control-plane Machine (any value).
 	ClusterAPIControlPlaneLabel = "cluster.x-k8s.io/control-plane"
-	// ClusterAPIControlPlaneGroup is the API group of Cluster API's control-plane providers
-	// (KubeadmControlPlane and others): a Machine one of them owns is a control-plane Machine.
-	ClusterAPIControlPlaneGroup = "controlplane.cluster.x-k8s.io"
 	// OpenShiftMachineRoleLabel and OpenShiftMachineTypeLabel are "master" on OpenShift's
 	// control-plane Machines.
 	OpenShiftMachineRoleLabel = "machine.openshift.io/cluster-api-machine-role"
@@ -65,13 +61,13 @@ func (c Claim) String() string { return c.Namespace + "/" + c.Name }
 // public operator's and Cluster API's reading: a partial claim names nothing to look up).
 func ClaimOf(annotations map[string]string) (Claim, bool) {
 	if ns, name, found := strings.Cut(annotations[OpenShiftMachineAnnotation], "/"); found && ns != "" && name != "" {
-		return Claim{Kind: OpenShift, Annotation: OpenShiftMachineAnnotation, Namespace: ns, Name: name}, true
+		return Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: ns, Name: name}, true
 	}
 	ns, name := annotations[ClusterAPINamespaceAnnotation], annotations[ClusterAPIMachineAnnotation]
 	if ns == "" || name == "" {
 		return Claim{}, false
 	}
-	return Claim{Kind: ClusterAPI, Annotation: ClusterAPIMachineAnnotation, Namespace: ns, Name: name,
+	return Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: ns, Name: name,
 		Cluster: annotations[ClusterAPIClusterNameAnnotation]}, true
 }
 
@@ -156,7 +152,7 @@ func Verify(c Claim, node string, m *Machine) string {
 		return "its status.nodeRef names no node"
 	case m.NodeRef != node:
 		return fmt.Sprintf("its status.nodeRef names node %s", m.NodeRef)
-	case c.Kind == ClusterAPI && c.Cluster != "" && m.ClusterName != c.Cluster:
+	case c.Kind == clusterapi.Machine && c.Cluster != "" && m.ClusterName != c.Cluster:
 		return fmt.Sprintf("it belongs to cluster %q (spec.clusterName), not to cluster %q that the node names", m.ClusterName, c.Cluster)
 	}
 	return ""
@@ -176,7 +172,7 @@ func IsControlPlane(m Machine) bool {
 	}
 	for _, o := range m.Owners {
 		gv, _ := schema.ParseGroupVersion(o.APIVersion)
-		if gv.Group == ClusterAPIControlPlaneGroup || strings.HasSuffix(o.Kind, "ControlPlane") || o.Kind == "ControlPlaneMachineSet" {
+		if gv.Group == clusterapi.ControlPlaneGroup || strings.HasSuffix(o.Kind, "ControlPlane") || o.Kind == "ControlPlaneMachineSet" {
 			return true
 		}
 	}
@@ -184,4 +180,4 @@ func IsControlPlane(m Machine) bool {
 }
 
 // IsMachine reports whether the kind is one of the Machine kinds.
-func IsMachine(gk schema.GroupKind) bool { return gk == OpenShift || gk == ClusterAPI }
+func IsMachine(gk schema.GroupKind) bool { return gk == openShiftMachine || gk == clusterapi.Machine }

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+
+	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 )
 
 func TestClaimOf(t *testing.T) {
@@ -19,20 +21,20 @@ func TestClaimOf(t *testing.T) {
 	}{
 		{"none", nil, Claim{}, false},
 		{"OpenShift", map[string]string{OpenShiftMachineAnnotation: "openshift-machine-api/worker-0"},
-			Claim{Kind: OpenShift, Annotation: OpenShiftMachineAnnotation, Namespace: "openshift-machine-api", Name: "worker-0"}, true},
+			Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: "openshift-machine-api", Name: "worker-0"}, true},
 		{"OpenShift without a namespace", map[string]string{OpenShiftMachineAnnotation: "worker-0"}, Claim{}, false},
 		{"OpenShift with an empty name", map[string]string{OpenShiftMachineAnnotation: "ns/"}, Claim{}, false},
 		{"OpenShift with an empty namespace", map[string]string{OpenShiftMachineAnnotation: "/m"}, Claim{}, false},
 		{"Cluster API", map[string]string{ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns", ClusterAPIClusterNameAnnotation: "c1"},
-			Claim{Kind: ClusterAPI, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m", Cluster: "c1"}, true},
+			Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m", Cluster: "c1"}, true},
 		{"Cluster API naming no cluster", map[string]string{ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns"},
-			Claim{Kind: ClusterAPI, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m"}, true},
+			Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m"}, true},
 		{"Cluster API without a namespace", map[string]string{ClusterAPIMachineAnnotation: "m", ClusterAPIClusterNameAnnotation: "c1"}, Claim{}, false},
 		{"Cluster API without a name", map[string]string{ClusterAPINamespaceAnnotation: "ns"}, Claim{}, false},
 		{"OpenShift first", map[string]string{OpenShiftMachineAnnotation: "a/b", ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns"},
-			Claim{Kind: OpenShift, Annotation: OpenShiftMachineAnnotation, Namespace: "a", Name: "b"}, true},
+			Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: "a", Name: "b"}, true},
 		{"a malformed OpenShift claim leaves Cluster API's", map[string]string{OpenShiftMachineAnnotation: "b", ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns"},
-			Claim{Kind: ClusterAPI, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m"}, true},
+			Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, claimed := ClaimOf(tc.annotations)
@@ -44,8 +46,8 @@ func TestClaimOf(t *testing.T) {
 }
 
 func TestVerify(t *testing.T) {
-	openshift := Claim{Kind: OpenShift, Annotation: OpenShiftMachineAnnotation, Namespace: "ns", Name: "m"}
-	capi := Claim{Kind: ClusterAPI, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m", Cluster: "c1"}
+	openshift := Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: "ns", Name: "m"}
+	capi := Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m", Cluster: "c1"}
 	noCluster := capi
 	noCluster.Cluster = ""
 	machine := func(nodeRef, cluster string) *Machine {
@@ -68,7 +70,7 @@ func TestVerify(t *testing.T) {
 		{"Cluster API: the node names no cluster", noCluster, machine("n1", "c2"), ""},
 		{"Cluster API: the node names no cluster, another node's Machine", noCluster, machine("cp-0", "c1"), "names node cp-0"},
 		{"Cluster API: another node's Machine in the named cluster", capi, machine("cp-0", "c1"), "names node cp-0"},
-		{"OpenShift ignores spec.clusterName", Claim{Kind: OpenShift, Namespace: "ns", Name: "m", Cluster: "x"}, machine("n1", "y"), ""},
+		{"OpenShift ignores spec.clusterName", Claim{Kind: openShiftMachine, Namespace: "ns", Name: "m", Cluster: "x"}, machine("n1", "y"), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Verify(tc.claim, "n1", tc.machine)
@@ -223,7 +225,7 @@ func FuzzVerify(f *testing.F) {
 		m := &Machine{Namespace: ns, Name: name, NodeRef: nodeRef, ClusterName: clusterName, Labels: map[string]string{OpenShiftMachineRoleLabel: role}}
 		why := Verify(claim, node, m)
 		verified := ns == claim.Namespace && name == claim.Name && nodeRef != "" && nodeRef == node &&
-			(claim.Kind != ClusterAPI || claim.Cluster == "" || clusterName == claim.Cluster)
+			(claim.Kind != clusterapi.Machine || claim.Cluster == "" || clusterName == claim.Cluster)
 		if (why == "") != verified {
 			t.Fatalf("Verify(%+v, %q, %+v) = %q; verified should be %v", claim, node, m, why, verified)
 		}

@@ -12,7 +12,7 @@ var (
 	ClusterVersion = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ClusterVersion"}
 	// Infrastructure is the cluster-scoped singleton that reports the control-plane topology.
 	Infrastructure = schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}
-	// Machine is a Machine API machine: a remediation CR is owned by the node's Machine as well.
+	// Machine is a Machine API machine, which a node names in an annotation (internal/machines).
 	Machine = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "Machine"}
 	// MachineHealthCheck is the Machine API's own health check; one remediating pauses new remediation.
 	MachineHealthCheck = schema.GroupVersionKind{Group: "machine.openshift.io", Version: "v1beta1", Kind: "MachineHealthCheck"}
@@ -20,6 +20,3 @@ var (
 
 // InfrastructureName is the name of the Infrastructure singleton.
 const InfrastructureName = "cluster"
-
-// MachineAnnotation on a Node names its Machine as "<namespace>/<name>".
-const MachineAnnotation = "machine.openshift.io/machine"

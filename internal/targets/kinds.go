@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -32,7 +33,7 @@ const KindSyncWait = 10 * time.Second
 
 // These bounds are on real time (Gatherer.Wall, not the decisions' clock): they measure how long an
 // informer takes to sync and how recent an API error is, which a fake clock in tests does not move.
-// WatchErrors, the cache's watch error handler installed process-wide, reads time.Now itself.
+// WatchErrors, the cache's watch error handler installed process-wide, has its own real clock.
 
 // KindFailureWindow is how long after a failed list or watch a remediation kind counts as failing:
 // a broken kind's reflector retries with a backoff of at most 30 seconds, so a failure that lasts
@@ -42,11 +43,13 @@ const KindFailureWindow = time.Minute
 // WatchErrors records the last list or watch error of each informer of the caches it is installed
 // in (cache.Options.DefaultWatchErrorHandler, see watch.ConfigureManager), by the kind it informs
 // on. It is process-wide: the errors are facts about the API server, whichever cache saw them.
-var WatchErrors = &watchErrors{last: map[string]watchError{}}
+var WatchErrors = &watchErrors{last: map[string]watchError{}, wall: clock.RealClock{}}
 
 type watchErrors struct {
 	mu   sync.Mutex
 	last map[string]watchError
+	// wall tells when an error happened and how long ago: real time.
+	wall clock.PassiveClock
 }
 
 type watchError struct {
@@ -57,7 +60,7 @@ type watchError struct {
 // Handler records each error and then does what client-go does by default.
 func (w *watchErrors) Handler(ctx context.Context, r *toolscache.Reflector, err error) {
 	w.mu.Lock()
-	w.last[r.TypeDescription()] = watchError{err: err.Error(), at: time.Now()}
+	w.last[r.TypeDescription()] = watchError{err: err.Error(), at: w.wall.Now()}
 	w.mu.Unlock()
 	toolscache.DefaultWatchErrorHandler(ctx, r, err)
 }
@@ -67,7 +70,7 @@ func (w *watchErrors) recent(gvk schema.GroupVersionKind) (string, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.last[gvk.String()]
-	if !ok || time.Since(e.at) > KindFailureWindow {
+	if !ok || w.wall.Since(e.at) > KindFailureWindow {
 		return "", false
 	}
 	return e.err, true

@@ -1,6 +1,8 @@
 package targets
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,4 +19,10 @@ type NodeSource interface {
 	// sorted by name and shared with the cache (read only); false when it cannot tell (the caller
 	// lists them).
 	Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool)
+}
+
+// ConditionChangeSource tells when this process saw the status of each of a node's conditions
+// change (watch.ConditionChanges); a nil map when it saw none. The map is read only.
+type ConditionChangeSource interface {
+	Seen(node string) map[corev1.NodeConditionType]time.Time
 }

@@ -7,27 +7,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
-
-// testScheme has the core and NodeHealthCheck types.
-func testScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := remediationv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return scheme
-}
 
 // storeNodes is a NodeSource that looks nodes up in a node informer's store, as the controllers'
 // (watch.Affected) does, and cannot tell which nodes a selector selects.
@@ -48,7 +33,7 @@ func (storeNodes) Selected(metav1.Object, labels.Selector) ([]*corev1.Node, bool
 // node's, as a CR created before the label was) is found through the node store as through lists.
 func TestControlPlaneElsewhere(t *testing.T) {
 	ctx := context.Background()
-	scheme := testScheme(t)
+	scheme := testutil.Scheme()
 	nodes := []*corev1.Node{
 		{ObjectMeta: metav1.ObjectMeta{Name: "cp-1", Labels: map[string]string{remediationcr.ControlPlaneRoleLabel: ""}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "master-1", Labels: map[string]string{remediationcr.MasterRoleLabel: ""}}},

@@ -47,6 +47,9 @@ type Gatherer struct {
 	// Nodes, when set, finds the selected nodes without listing every node (watch.Affected); nil:
 	// they are listed from Reader.
 	Nodes NodeSource
+	// Changes tells when this process saw nodes' conditions change (watch.ConditionChanges), for the
+	// returning-node hold; nil: the conditions' lastTransitionTime alone counts.
+	Changes ConditionChangeSource
 	// Access tells which remediation kinds may be watched; nil: every kind.
 	Access AccessChecker
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
@@ -201,6 +204,8 @@ type reading struct {
 	selectorErr error
 	// nodes are the selected nodes, sorted by name, shared with the cache.
 	nodes []*corev1.Node
+	// seenChanging is, per selected node, when this process saw its conditions change (Changes).
+	seenChanging map[string]map[corev1.NodeConditionType]time.Time
 	// nhcs are every NodeHealthCheck, shared with the cache: read only.
 	nhcs []remediationv1alpha1.NodeHealthCheck
 	// crs are the remediation CRs of every NodeHealthCheck, by owner; kinds what could not be read.
@@ -232,6 +237,14 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	if _, r.selectorErr = metav1.LabelSelectorAsSelector(&r.nhc.Spec.Selector); r.selectorErr == nil {
 		if r.nodes, err = g.selectedNodes(ctx, r.nhc); err != nil {
 			return nil, err
+		}
+	}
+	if g.Changes != nil {
+		r.seenChanging = map[string]map[corev1.NodeConditionType]time.Time{}
+		for _, n := range r.nodes {
+			if seen := g.Changes.Seen(n.Name); seen != nil {
+				r.seenChanging[n.Name] = seen
+			}
 		}
 	}
 	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
@@ -368,7 +381,8 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: r.controlPlane[n.Name],
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(r.verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
-			Repairs: repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
+			SeenChanging: r.seenChanging[n.Name],
+			Repairs:      repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
 		}

@@ -15,6 +15,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
 
 // Problem says why a NodeHealthCheck cannot work (its Disabled condition's reason and message).
@@ -28,6 +29,15 @@ type Problem struct {
 // TemplateGetter reads templates (templateaccess.Reader, or a client).
 type TemplateGetter interface {
 	Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error
+}
+
+// TemplatesThrough is how the controllers read templates: through a, with the rights remediators
+// grant, or through c (the cache) where a is nil.
+func TemplatesThrough(a *templateaccess.Reader, c client.Reader) TemplateGetter {
+	if a != nil {
+		return a
+	}
+	return c
 }
 
 // Metal3TemplateKind is Metal3's remediation template; on OpenShift it must be in

@@ -9,13 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -100,13 +99,7 @@ func TestUpgradeNodeSignals(t *testing.T) {
 	if got, next, err := (&Gatherer{}).UpgradeNodeSignals(ctx, &remediationv1alpha1.NodeHealthCheck{}, upgrade.Verdict{Known: true}, upgradeNow); got != nil || !next.IsZero() || err != nil {
 		t.Fatalf("no node-level detector on: nothing is read (no Reader here), got %v, %v, %v", got, next, err)
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := remediationv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testutil.Scheme()
 	nhc := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "pool-a", UID: "uid-pool-a"},
 		Spec: remediationv1alpha1.NodeHealthCheckSpec{Selector: metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}},
 			RemediationTemplate: &corev1.ObjectReference{APIVersion: "test.medik8s.io/v1alpha1", Kind: "TestRemediationTemplate", Namespace: "default", Name: "t"}}}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,13 +47,7 @@ type ControllerEnv struct {
 // GroupLabel labels the nodes of one spec, so each NodeHealthCheck selects only its own.
 const GroupLabel = "test.medik8s.io/group"
 
-// StartControllersWithCRDs is StartControllersWithOptions with CRDs from more folders installed,
-// for example OpenShift's.
-func StartControllersWithCRDs(crdDirs []string, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
-	return StartControllersWithOptions(EnvOptions{CRDDirs: crdDirs}, configure, setup)
-}
-
-// EnvOptions change the control plane StartControllersWithOptions starts.
+// EnvOptions change the control plane a ControllerSuite starts.
 type EnvOptions struct {
 	// NHCCRD is the NodeHealthCheck CRD to install; nil: the generated one. StructuralOnly(crd) lets
 	// a suite store objects the CRD's validation would refuse.
@@ -69,21 +62,11 @@ type EnvOptions struct {
 	ManagerTransport func(http.RoundTripper) http.RoundTripper
 }
 
-// StartControllersWithOptions starts a control plane set up by o and a manager configured by
-// configure (the production manager options) and set up by setup (the controllers under test,
-// given the fake clock). A suite declares it once with ControllerSuite.
-func StartControllersWithOptions(o EnvOptions, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) *ControllerEnv {
-	e := &ControllerEnv{}
-	e.start(o, configure, setup)
-	return e
-}
-
+// start starts a control plane set up by o and a manager configured by configure (the production
+// manager options) and set up by setup (the controllers under test, given the fake clock).
 func (e *ControllerEnv) start(o EnvOptions, configure func(*ctrl.Options), setup func(ctrl.Manager, *clocktesting.FakeClock) error) {
 	Expect(CheckAssets()).To(Succeed())
-	e.Scheme = runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(e.Scheme)).To(Succeed())
-	Expect(remediationv1alpha1.AddToScheme(e.Scheme)).To(Succeed())
-	Expect(apiextensionsv1.AddToScheme(e.Scheme)).To(Succeed())
+	e.Scheme = Scheme()
 
 	e.Env = NewEnvironment(o.NHCCRD, false)
 	e.Env.CRDInstallOptions.Paths = append(e.Env.CRDInstallOptions.Paths, o.CRDDirs...)

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -41,7 +40,7 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 			HaveField("Phase", remediationv1alpha1.PhaseEnabled),
 			HaveField("Reason", ContainSubstring("the etcd guard pod %s of node %s is Ready=True", pod.Name, cp.Name)),
 			HaveField("UnhealthyNodes", ConsistOf(And(HaveField("Name", cp.Name), HaveField("Remediations", BeEmpty()))))))
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("(EtcdQuorum): the etcd disruption budget allows no disruption")), "the status writer's event names the guard")
 
 		// The node's etcd member goes down: its guard pod is not ready any more.
@@ -71,19 +70,19 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 		setPodCondition(ctx, pod, corev1.ConditionUnknown)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("is Ready=Unknown")))
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("is Ready=Unknown")))
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 	})
 
 	It("waits while openshift-etcd holds no disruption budget, or more than one, and remediates once there is exactly one that allows it", func(ctx SpecContext) {
 		n, cp := unhealthyControlPlane(ctx, func(node string) { guardPod(ctx, node, true) })
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 0 PodDisruptionBudgets")))
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 0 PodDisruptionBudgets")))
 		etcdBudget(ctx, 0) // alone, with the node's guard pod ready: held too
 		etcdBudget(ctx, 1)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("holds 2 PodDisruptionBudgets")))
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, cp.Name)).WithTimeout(time.Second).Should(BeEmpty())
 
@@ -131,6 +130,6 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 // heldByEtcdGuard waits until the remediation controller says it holds the unhealthy control-plane
 // node back for etcd quorum: it looked at the node, so a check that no CR appears means something.
 func heldByEtcdGuard(ctx context.Context, nhc, node string) {
-	Eventually(e.EventNotes(ctx, nhc, remediation.EventReasonRemediationSkipped)).
+	Eventually(e.EventNotes(ctx, nhc, remediationv1alpha1.EventReasonRemediationSkipped)).
 		Should(ContainElement(HavePrefix("Not remediating control-plane node " + node + " yet: ")))
 }

@@ -16,7 +16,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
-	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -120,8 +119,8 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 		clusterVersion(ctx, "False")
 		Eventually(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
-		Eventually(e.Events(ctx, cv.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, cv.GetName())).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
 	})
 
 	DescribeTable("on OpenShift, whatever the control-plane topology, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext, controlPlaneTopology string) {
@@ -166,7 +165,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		e.SeenHealthy(ctx, n, 2)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDisabled))
 
 		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))

@@ -16,11 +16,9 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -199,9 +197,7 @@ func (b *bench) setup(ctx context.Context) {
 		logDir = os.Getenv("NHC_SCALE_LOGS")
 		Expect(os.MkdirAll(logDir, 0o755)).To(Succeed())
 	}
-	scheme := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
+	scheme := testutil.Scheme()
 	cfg := *b.cluster.Config
 	// The benchmark's own client must not be what limits the simulation.
 	cfg.QPS, cfg.Burst = 500, 1000

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -76,7 +75,7 @@ var _ = Describe("A NodeHealthCheck the operator cannot decode", func() {
 		Expect(e.TestCRs(ctx, healthy.Name)()).To(BeEmpty())
 
 		By("the broken one is reported: event, metric, registry, and it has no status")
-		Eventually(e.Events(ctx, brokenAtStart)).Should(ContainElement(decodeguard.EventReasonInvalidSpec))
+		Eventually(e.Events(ctx, brokenAtStart)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidSpec))
 		Eventually(undecodableGauge(brokenAtStart)).Should(Equal(1.0))
 		entry, ok := registry().Get(brokenAtStart)
 		Expect(ok).To(BeTrue())
@@ -97,7 +96,7 @@ var _ = Describe("A NodeHealthCheck the operator cannot decode", func() {
 		By("an update the Go type cannot hold drops it from the cache")
 		patch(ctx, nhc.Name, `{"spec":{"healthyDelay":"99999999999h"}}`)
 		Eventually(cached(ctx, nhc.Name)).Should(BeFalse())
-		Eventually(e.Events(ctx, nhc.Name)).Should(ContainElement(decodeguard.EventReasonInvalidSpec))
+		Eventually(e.Events(ctx, nhc.Name)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidSpec))
 		Eventually(undecodableGauge(nhc.Name)).Should(Equal(1.0))
 		entry, ok := registry().Get(nhc.Name)
 		Expect(ok).To(BeTrue())
@@ -132,7 +131,7 @@ var _ = Describe("A NodeHealthCheck the operator cannot decode", func() {
 		bad.Object["spec"].(map[string]any)["unhealthyConditions"].([]any)[0].(map[string]any)["duration"] = "99999999999h"
 		e.Create(ctx, bad)
 		Eventually(undecodableGauge(name)).Should(Equal(1.0))
-		Eventually(e.Events(ctx, name)).Should(ContainElement(decodeguard.EventReasonInvalidSpec))
+		Eventually(e.Events(ctx, name)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidSpec))
 		entry, _ := registry().Get(name)
 		Expect(entry.Error).To(HavePrefix("spec.unhealthyConditions: "))
 

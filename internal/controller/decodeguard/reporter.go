@@ -20,10 +20,6 @@ import (
 // ControllerName names the Reporter in logs, metrics and events.
 const ControllerName = "nodehealthcheck-decodeguard"
 
-// EventReasonInvalidSpec (warning) regards a NodeHealthCheck the operator cannot decode (defined in
-// api/v1alpha1).
-const EventReasonInvalidSpec = remediationv1alpha1.EventReasonInvalidSpec
-
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reporter emits an InvalidSpec event for each NodeHealthCheck in its Registry, once per uid and
@@ -71,7 +67,7 @@ func (r *Reporter) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, 
 			TypeMeta:   metav1.TypeMeta{APIVersion: remediationv1alpha1.GroupVersion.String(), Kind: "NodeHealthCheck"},
 			ObjectMeta: metav1.ObjectMeta{Name: e.Name, UID: e.UID, ResourceVersion: e.ResourceVersion},
 		}
-		r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, EventReasonInvalidSpec, "Decode",
+		r.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidSpec, "Decode",
 			"The operator cannot read this NodeHealthCheck and ignores it until it is fixed: nothing is evaluated or remediated for it, "+
 				"and its remediation CRs are left as they are. Correct the field named here (a number too large for its field, "+
 				"a duration that is not a Go duration such as \"300s\", or a value of the wrong type): %s", e.Error)

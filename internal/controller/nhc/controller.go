@@ -87,6 +87,12 @@ type Reconciler struct {
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
 	StartWait time.Duration
+	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
+	// nil: the conditions' lastTransitionTime alone counts.
+	Changes targets.ConditionChangeSource
+	// Wall is the real clock, which StartWait and the gatherer's bounds on the cache are measured
+	// on, whatever Clock says; nil: clock.RealClock.
+	Wall clock.PassiveClock
 
 	watcher *watch.Dynamic
 	targets *targets.Gatherer
@@ -154,7 +160,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Machines == nil {
 		r.Machines = targets.NewMachines(r.Client)
 	}
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
+	if r.Wall == nil {
+		r.Wall = clock.RealClock{}
+	}
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},
@@ -197,7 +206,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: r.templates()})
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: targets.TemplatesThrough(r.Templates, r.Client)})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -272,7 +281,7 @@ func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
 	if r.starting == nil {
 		r.starting = map[string]map[string]time.Time{}
 	}
-	name, wallNow := snap.Stored.Name, time.Now()
+	name, wallNow := snap.Stored.Name, r.Wall.Now()
 	seen := r.starting[name]
 	pending := map[string]time.Time{}
 	wait := r.StartWait
@@ -330,14 +339,6 @@ func (r *Reconciler) watchTemplates(ctx context.Context, spec *remediationv1alph
 		}
 	}
 	return unwatched, nil
-}
-
-// templates returns how templates are read.
-func (r *Reconciler) templates() targets.TemplateGetter {
-	if r.Templates != nil {
-		return r.Templates
-	}
-	return r.Client
 }
 
 // crdSettle is how long after a CRD change the NodeHealthChecks are looked at once more: a CRD is
@@ -417,7 +418,7 @@ func (r *Reconciler) warnEmptyExclusionLabels(snap *targets.Snapshot) {
 			continue
 		}
 		if _, seen := r.invalidLabels.LoadOrStore(key, true); !seen && r.Recorder != nil {
-			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, EventReasonInvalidNodeLabel, "Validate",
+			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeLabel, "Validate",
 				"Label %s has an empty value and is ignored; set it to \"true\" to exclude the node from remediation", remediationv1alpha1.ExcludeFromRemediationLabel)
 		}
 	}

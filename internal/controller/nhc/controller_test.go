@@ -72,7 +72,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		// Listed, but no CR yet (only the nhc controller runs here): not counted as being remediated.
 		Expect(st).To(remediating(0))
 		Expect(st.Reason).To(ContainSubstring(sick.Name))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
 	})
 
 	It("keeps a node that goes Unknown -> False while rebooting (soon unhealthy) with its CR", func(ctx SpecContext) {
@@ -118,8 +118,8 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			Expect(st.UnhealthyNodes).To(ConsistOf(MatchAllFields(Fields{"Name": Equal(sick.Name), "Remediations": BeEmpty(),
 				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil(), "DryRunRemediations": BeNil()})))
 			Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled))
-			Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonRemediationSkipped, nhc.EventReasonDetectedUnhealthy))
-			Expect(e.EventNotes(ctx, n.Name, nhc.EventReasonDetectedUnhealthy)()).To(ConsistOf(
+			Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonRemediationSkipped, remediationv1alpha1.EventReasonDetectedUnhealthy))
+			Expect(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonDetectedUnhealthy)()).To(ConsistOf(
 				fmt.Sprintf(`Node matches unhealthy condition. Node %q, condition type "Ready", condition status "False"`, sick.Name)))
 		},
 		Entry("minHealthy 3", func(n *remediationv1alpha1.NodeHealthCheck) { v := intstr.FromInt32(3); n.Spec.MinHealthy = &v }),
@@ -151,7 +151,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(e.Status(ctx, n)).Should(remediating(1))
 		// Detected also when its CR existed before the node was first listed (the remediation
 		// controller is often first).
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDetectedUnhealthy))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
 
 		e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
 		Eventually(func() *metav1.Time {
@@ -201,13 +201,13 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		st := e.Status(ctx, n)()
 		Expect(st.NodesWithRunningRemediation()).To(BeEmpty(), "a disabled NodeHealthCheck starts no remediation")
 		Expect(testutil.Listed(e.Status(ctx, n)())).To(ConsistOf(sick.Name), "the unhealthy node is reported")
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDisabled))
 
 		t := testutil.TestTemplateRef("created-later")
 		createTemplateNamed(ctx, t.Name, true)
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseRemediating))
 		Expect(meta.IsStatusConditionFalse(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeDisabled)).To(BeTrue())
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonEnabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonEnabled))
 	})
 
 	It("is disabled by a template without spec.template", func(ctx SpecContext) {
@@ -227,7 +227,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.RemediationTemplate.Name = t.GetName() })
 		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledTemplateInvalid),
 			HaveField("Message", ContainSubstring("%s/%s has a spec.template.spec of type string, not an object", t.GetNamespace(), t.GetName()))))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDisabled))
 	})
 
 	It("is disabled by a selector that does not parse (admitted without the webhook), saying why, instead of failing every reconcile", func(ctx SpecContext) {
@@ -238,7 +238,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		})
 		Eventually(disabledCondition(ctx, n)).Should(And(beDisabledFor(remediationv1alpha1.ConditionReasonDisabledInvalidConfig),
 			HaveField("Message", And(ContainSubstring("spec.selector is invalid"), ContainSubstring("not a label value!")))))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonDisabled))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDisabled))
 		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 	})
 
@@ -297,7 +297,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(healthy), healthy)).To(Succeed())
 		healthy.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
 		Expect(e.K8s.Update(ctx, healthy)).To(Succeed())
-		Eventually(e.Events(ctx, healthy.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+		Eventually(e.Events(ctx, healthy.Name)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidNodeLabel))
 		Consistently(func() *remediationv1alpha1.NodeHealthCheckStatus {
 			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 			return &got.Status
@@ -372,7 +372,7 @@ var _ = Describe("Node events", func() {
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
 		node.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] = ""
 		Expect(e.K8s.Update(ctx, node)).To(Succeed())
-		Eventually(e.Events(ctx, node.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+		Eventually(e.Events(ctx, node.Name)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidNodeLabel))
 		// n once or twice (the old and the new node each map to it); a stray requeue of an earlier
 		// spec's NodeHealthCheck at most, never the others (every one, 1+10 at least, before).
 		Expect(settledReconciles() - before).To(BeNumerically("<", 5))

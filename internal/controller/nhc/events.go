@@ -13,27 +13,6 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
-// Event reasons (defined in api/v1alpha1), the public operator's, so that existing alerts and
-// dashboards keep working.
-const (
-	EventReasonDisabled           = remediationv1alpha1.EventReasonDisabled
-	EventReasonEnabled            = remediationv1alpha1.EventReasonEnabled
-	EventReasonDetectedUnhealthy  = remediationv1alpha1.EventReasonDetectedUnhealthy
-	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
-	EventReasonInvalidNodeLabel   = remediationv1alpha1.EventReasonInvalidNodeLabel
-	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
-	EventReasonSelectorOverlap    = remediationv1alpha1.EventReasonSelectorOverlap
-	EventReasonRepairBudget       = remediationv1alpha1.EventReasonRepairBudgetExhausted
-
-	EventReasonStormRecoveryStarted         = remediationv1alpha1.EventReasonStormRecoveryStarted
-	EventReasonStormRecoveryCooldownStarted = remediationv1alpha1.EventReasonStormRecoveryCooldownStarted
-	EventReasonStormRecoveryEnded           = remediationv1alpha1.EventReasonStormRecoveryEnded
-
-	EventReasonUpgradeDetected     = remediationv1alpha1.EventReasonUpgradeDetected
-	EventReasonUpgradeEnded        = remediationv1alpha1.EventReasonUpgradeEnded
-	EventReasonUpgradePauseExpired = remediationv1alpha1.EventReasonUpgradePauseExpired
-)
-
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
 // condition flipping, nodes newly listed as unhealthy, and a new reason for skipping.
 func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.NodeHealthCheck, d health.Decision) {
@@ -44,9 +23,9 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	now := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
 	if now != nil && (was == nil || was.Status != now.Status) {
 		if now.Status == "True" {
-			r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonDisabled, "Disable", "%s", now.Message)
+			r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonDisabled, "Disable", "%s", now.Message)
 		} else if was != nil {
-			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonEnabled, "Enable", "%s", now.Message)
+			r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonEnabled, "Enable", "%s", now.Message)
 		}
 	}
 
@@ -58,7 +37,7 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	}
 	if c := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap); c != nil &&
 		meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeSelectorOverlap) == nil {
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonSelectorOverlap, "Overlap", "%s", c.Message)
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonSelectorOverlap, "Overlap", "%s", c.Message)
 	}
 
 	// A node newly listed as unhealthy, whether or not its remediation may start, and also when the
@@ -74,7 +53,7 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 		}
 		m := n.Health.Matched
 		// Related to the node: one series per node (see remediation's nodeRelatedEvent).
-		r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, EventReasonDetectedUnhealthy, "Detect",
+		r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect",
 			"Node matches unhealthy condition. Node %q, condition type %q, condition status %q", n.Name, m.Type, m.Status)
 	}
 
@@ -89,7 +68,7 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 			if i > 0 {
 				what = "escalate node %s to %s %s/%s"
 			}
-			r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun",
+			r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, remediationv1alpha1.EventReasonWouldRemediate, "DryRun",
 				"Dry run: would %s; no remediation CR is created", fmt.Sprintf(what, n.Name, t.Kind, t.Namespace, t.Name))
 		}
 	}
@@ -97,21 +76,21 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 	wasStorm, isStorm := targets.StormState(old.Status.Conditions), targets.StormState(updated.Status.Conditions)
 	switch {
 	case isStorm.Active && !wasStorm.Active:
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonStormRecoveryStarted, "Storm",
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonStormRecoveryStarted, "Storm",
 			"Storm recovery started: %d of %d selected nodes are healthy, %d required; no new remediation starts", d.Healthy, d.Observed, d.MinHealthy)
 	case isStorm.Cooling() && !wasStorm.Cooling():
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonStormRecoveryCooldownStarted, "Storm",
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonStormRecoveryCooldownStarted, "Storm",
 			"The healthy-node threshold holds again; storm cooldown of %s started", updated.Spec.StormCooldownDuration.Duration)
 	case wasStorm.Active && !isStorm.Active:
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonStormRecoveryEnded, "Storm", "Storm recovery ended; remediation resumes")
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonStormRecoveryEnded, "Storm", "Storm recovery ended; remediation resumes")
 	}
 
 	if skipped := d.Skipped(); len(skipped) > 0 && old.Status.Reason != updated.Status.Reason {
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "Skip",
 			"Skipped remediation of %d unhealthy node(s) (%s): %s", len(skipped), skipped[0].SkipReason, skipped[0].SkipMessage)
 	}
 	if held := d.Held(); len(held) > 0 && old.Status.Reason != updated.Status.Reason {
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonRemediationSkipped, "HoldEscalation",
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "HoldEscalation",
 			"Held the escalation of %d running remediation(s) (%s): %s; the running CRs continue", len(held), held[0].SkipReason, held[0].SkipMessage)
 	}
 }
@@ -143,11 +122,11 @@ func (r *Reconciler) emitUpgradeEvents(old, updated *remediationv1alpha1.NodeHea
 	switch {
 	case now == nil:
 	case now.Status == metav1.ConditionTrue && !wasTrue:
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonUpgradeDetected, "PauseForUpgrade", "%s", now.Message)
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonUpgradeDetected, "PauseForUpgrade", "%s", now.Message)
 	case now.Reason == remediationv1alpha1.ConditionReasonUpgradePauseExpired && (was == nil || was.Reason != now.Reason):
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, EventReasonUpgradePauseExpired, "ResumeAfterMaxPause", "%s", now.Message)
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonUpgradePauseExpired, "ResumeAfterMaxPause", "%s", now.Message)
 	case now.Status == metav1.ConditionFalse && wasTrue:
-		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Resume", "No upgrade signal is seen any more; remediation resumes")
+		r.Recorder.Eventf(updated, nil, corev1.EventTypeNormal, remediationv1alpha1.EventReasonUpgradeEnded, "Resume", "No upgrade signal is seen any more; remediation resumes")
 	}
 }
 
@@ -163,7 +142,7 @@ func (r *Reconciler) reportRepairBudget(snap *targets.Snapshot) {
 	}
 	for _, node := range r.metrics.syncExhausted(snap.Stored.Name, held) {
 		if r.Recorder != nil {
-			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRepairBudget, "RepairBudget",
+			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRepairBudgetExhausted, "RepairBudget",
 				"Not remediated: %s", held[node])
 		}
 	}

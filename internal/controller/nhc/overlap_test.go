@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -42,8 +41,8 @@ var _ = Describe("Overlapping selectors", func() {
 		Eventually(overlapMessage(ctx, first)).Should(And(HavePrefix(remediationv1alpha1.ConditionReasonOverlappingSelectors),
 			ContainSubstring("%s (2 node(s))", second.Name)))
 		Eventually(overlapMessage(ctx, second)).Should(ContainSubstring("%s (2 node(s))", first.Name))
-		Eventually(e.Events(ctx, first.Name)).Should(ContainElement(nhc.EventReasonSelectorOverlap))
-		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(nhc.EventReasonSelectorOverlap))
+		Eventually(e.Events(ctx, first.Name)).Should(ContainElement(remediationv1alpha1.EventReasonSelectorOverlap))
+		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediationv1alpha1.EventReasonSelectorOverlap))
 
 		// The second one goes: the first no longer overlaps.
 		Expect(e.K8s.Delete(ctx, second)).To(Succeed())

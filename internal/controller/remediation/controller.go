@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -45,19 +46,6 @@ import (
 
 // ControllerName names the controller in logs, metrics and events.
 const ControllerName = "remediation"
-
-// Event reasons, the public operator's.
-const (
-	EventReasonRemediationCreated = remediationv1alpha1.EventReasonRemediationCreated
-	EventReasonRemediationRemoved = remediationv1alpha1.EventReasonRemediationRemoved
-	EventReasonRemediationSkipped = remediationv1alpha1.EventReasonRemediationSkipped
-	EventReasonNoTemplateLeft     = remediationv1alpha1.EventReasonNoTemplateLeft
-	EventReasonOldRemediationCR   = remediationv1alpha1.EventReasonOldRemediationCR
-	EventReasonWouldRemediate     = remediationv1alpha1.EventReasonWouldRemediate
-	// EventReasonMachineLinkRejected is this operator's: a node names a Machine that does not
-	// confirm it (machine.go).
-	EventReasonMachineLinkRejected = remediationv1alpha1.EventReasonMachineLinkRejected
-)
 
 // OldRemediationAge is when a running remediation CR is flagged as too old: no remediator needs two
 // days to fence or reboot a node, so one that did likely failed silently.
@@ -111,7 +99,10 @@ type Reconciler struct {
 	client.Client
 	// Clock tells the time; a fake clock in tests.
 	Clock clock.PassiveClock
-	// LeaseNamespace holds the node leases (DefaultLeaseNamespace when empty).
+	// Wall is the real clock, for how long the cache may lag behind this controller's own writes;
+	// nil: clock.RealClock.
+	Wall clock.PassiveClock
+	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
@@ -139,6 +130,9 @@ type Reconciler struct {
 	// Refusals records the CR creates the API server refuses for good, shared with the nhc
 	// controller's decisions; a new record when nil.
 	Refusals *targets.Refusals
+	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
+	// nil: the conditions' lastTransitionTime alone counts.
+	Changes targets.ConditionChangeSource
 	// Machines reads nodes' Machines, as their annotations name them and verified: the CR's Machine
 	// owner and, with the role labels, which nodes are control-plane nodes. nil: read through
 	// Client (targets.NewMachines).
@@ -163,6 +157,13 @@ type Reconciler struct {
 	// controlPlane serializes the starts of control-plane remediations across NodeHealthChecks
 	// reconciled at once (controlPlaneStart).
 	controlPlane sync.Mutex
+	// leaseNamespaceMu serializes creates of the lease namespace; leaseNamespaceGen counts them, so
+	// that starts which found it missing together create it once (createInLeaseNamespace).
+	leaseNamespaceMu  sync.Mutex
+	leaseNamespaceGen atomic.Uint64
+	// written remembers the CR deletes and timed-out marks this controller made, so a look whose
+	// cache does not show them yet does not write (and report) them again.
+	written ownWrites
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
@@ -215,10 +216,13 @@ func (r *Reconciler) init() {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
+		if r.Wall == nil {
+			r.Wall = clock.RealClock{}
+		}
 		if r.Machines == nil {
 			r.Machines = targets.NewMachines(r.Client)
 		}
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Machines: r.Machines,
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected
@@ -272,7 +276,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Before a first CR, the templates too: a missing or invalid one disables the
 		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
 		// a template that may not be watched costs a GET per read.)
-		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: r.templates()}); err != nil {
+		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -393,14 +397,6 @@ func starts(d health.Decision) bool {
 	return slices.ContainsFunc(d.Nodes, func(n health.NodeDecision) bool { return n.Action == health.StartRemediation })
 }
 
-// templates returns how templates are read.
-func (r *Reconciler) templates() targets.TemplateGetter {
-	if r.Templates != nil {
-		return r.Templates
-	}
-	return r.Client
-}
-
 func nodeInput(snap *targets.Snapshot, name string) (health.Node, bool) {
 	for _, n := range snap.Input.Nodes {
 		if n.Name == name {
@@ -426,7 +422,7 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
 	r.controlPlane.Lock()
 	defer r.controlPlane.Unlock()
-	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: r.templates()})
+	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)})
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -539,12 +535,17 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
+		mark := "timed-out/" + string(cr.GetUID())
+		if r.written.made(mark, r.Wall.Now()) {
+			continue // marked by an earlier look; the cache does not show it yet
+		}
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.NHCTimedOutAnnotation, ptr.To(now.UTC().Format(time.RFC3339))); err != nil {
 			return renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
+		r.written.record(mark, r.Wall.Now())
 		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "overdue", e.Overdue)
 		if e.Exhausted {
-			r.event(nhc, corev1.EventTypeWarning, EventReasonNoTemplateLeft, "Escalate",
+			r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonNoTemplateLeft, "Escalate",
 				"Node %s is still unhealthy and its last remediation (%s) timed out or failed: no remediation template is left; the node stays listed until it recovers or is deleted",
 				node, cr.GetKind())
 		}
@@ -559,7 +560,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 // what (the step it would escalate to).
 func (r *Reconciler) reportDryRun(nhc *remediationv1alpha1.NodeHealthCheck, node, what, format string, args ...any) {
 	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+what, true); !seen {
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonWouldRemediate, "DryRun", format, args...)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonWouldRemediate, "DryRun", format, args...)
 	}
 }
 
@@ -600,7 +601,7 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 			continue // flagged before the cache showed it
 		}
 		oldRemediationCR.WithLabelValues(node, "").Inc()
-		r.event(nhc, corev1.EventTypeWarning, EventReasonOldRemediationCR, "Flag",
+		r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonOldRemediationCR, "Flag",
 			"%s %s/%s for node %s has been running for more than %s; check its remediator", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, OldRemediationAge)
 	}
 	return next, nil
@@ -616,7 +617,7 @@ func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node st
 		until = lease.expires.UTC().Format(time.RFC3339)
 	}
 	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, "Skip",
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "Skip",
 			"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
 	}
 }
@@ -664,7 +665,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	ref := step.Template
 	template := &unstructured.Unstructured{}
 	template.SetGroupVersionKind(ref.GroupVersionKind())
-	if err := r.templates().Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
+	if err := targets.TemplatesThrough(r.Templates, r.Client).Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
 		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	target, ok := snap.SelectedNode(node)
@@ -698,7 +699,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	r.Refusals.Clear(nhc.UID, node)
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
-	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 	return nil
 }
 
@@ -825,7 +826,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.No
 	msg := fmt.Sprintf(note, args...)
 	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
 	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
 	}
 }
 
@@ -839,21 +840,55 @@ func skipAction(note string) string {
 	return fmt.Sprintf("Skip-%08x", h.Sum32())
 }
 
-// deleteAll deletes the node's CRs.
+// ownWritesTTL is how long a write of this controller is not made again while the cache still shows
+// the object as it was: the cache sees its own writes within milliseconds; a minute covers an
+// overloaded API server. A CR a remediator's finalizer keeps shows its deletionTimestamp by then.
+const ownWritesTTL = time.Minute
+
+// ownWrites remembers writes by key ("<verb>/<uid>") and when (Wall) they were made.
+type ownWrites struct{ m sync.Map }
+
+func (w *ownWrites) record(key string, now time.Time) { w.m.Store(key, now) }
+
+// made reports whether the write was made within ownWritesTTL, and forgets older ones.
+func (w *ownWrites) made(key string, now time.Time) bool {
+	w.m.Range(func(k, at any) bool {
+		if now.Sub(at.(time.Time)) > ownWritesTTL {
+			w.m.Delete(k)
+		}
+		return true
+	})
+	_, ok := w.m.Load(key)
+	return ok
+}
+
+// deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
+// shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
+// each delete reported once (a CR found gone already is not reported again).
 func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
 	var errs []error
+	now := r.Wall.Now()
 	for i := range crs {
 		cr := &crs[i]
 		if !cr.GetDeletionTimestamp().IsZero() {
 			continue // being deleted; the remediator's finalizer decides when it is gone
 		}
-		if err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())}); client.IgnoreNotFound(err) != nil {
+		if r.written.made("delete/"+string(cr.GetUID()), now) {
+			continue // deleted by an earlier look; the cache does not show it yet
+		}
+		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
+		if apierrors.IsNotFound(err) {
+			r.targets.Forget(cr.GetUID())
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
+		r.written.record("delete/"+string(cr.GetUID()), now)
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}
 	return errors.Join(errs...)
 }

@@ -90,7 +90,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		})))
 		// On the NodeHealthCheck, as the public operator records them, related to the node (one event
 		// series per node).
-		Eventually(e.RelatedEvents(ctx, n.Name, sick.Name)).Should(ContainElements(nhc.EventReasonDetectedUnhealthy, remediation.EventReasonRemediationCreated))
+		Eventually(e.RelatedEvents(ctx, n.Name, sick.Name)).Should(ContainElements(remediationv1alpha1.EventReasonDetectedUnhealthy, remediationv1alpha1.EventReasonRemediationCreated))
 
 		Eventually(func() float64 {
 			v, ok := gaugeValue(nhc.MetricOngoingRemediation, map[string]string{"name": sick.Name, "namespace": testutil.TemplateNamespace, "remediation": "TestRemediation"})
@@ -112,7 +112,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
 		Eventually(func() remediationv1alpha1.NHCPhase { return e.Status(ctx, n)().Phase }).Should(Equal(remediationv1alpha1.PhaseEnabled))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonRemediationRemoved))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonRemediationRemoved))
 
 		// The gauge series is kept at 0, as the public operator keeps it; each histogram observed the
 		// transition once, unhealthy_node_duration with the public operator's labels.
@@ -196,7 +196,7 @@ var _ = Describe("The remediation lifecycle", func() {
 			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
 			n.Spec.Selector = groups(group, other)
 		})
-		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediation.EventReasonRemediationSkipped))
+		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediationv1alpha1.EventReasonRemediationSkipped))
 		Eventually(e.TestCRs(ctx, own.Name)).Should(ConsistOf(ownedBy(second)), "the remediation controller reconciled the second NodeHealthCheck")
 		// A new healthy node makes both controllers look again; the status counting it shows the nhc
 		// controller did.
@@ -206,7 +206,7 @@ var _ = Describe("The remediation lifecycle", func() {
 		Consistently(func() int {
 			n := 0
 			for _, r := range e.Events(ctx, second.Name)() {
-				if r == remediation.EventReasonRemediationSkipped {
+				if r == remediationv1alpha1.EventReasonRemediationSkipped {
 					n++
 				}
 			}
@@ -385,7 +385,7 @@ var _ = Describe("Long-running remediations", func() {
 		e.Poke(ctx)
 		e.Touch(ctx, n)
 		Eventually(flagged).Should(HaveKey(remediationv1alpha1.OldRemediationCRAnnotation))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonOldRemediationCR))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonOldRemediationCR))
 		counter := func() float64 {
 			m := testutil.Series(remediation.MetricOldRemediationCR, map[string]string{"name": sick.Name, "namespace": ""}) // the public operator's labels
 			if m == nil {

@@ -221,7 +221,7 @@ var _ = Describe("A template change during a remediation", func() {
 			return e.K8s.Update(ctx, n)
 		}).Should(Succeed())
 
-		Eventually(e.EventNotes(ctx, n.Name, remediation.EventReasonRemediationSkipped)).Should(ContainElement(
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			And(ContainSubstring(old.GetName()), ContainSubstring("which the spec no longer references"))))
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name), "the status lists the node with its CR, found by ownership")
 		Expect(e.Status(ctx, n)().UnhealthyNodes[0].Remediations).To(HaveLen(1))

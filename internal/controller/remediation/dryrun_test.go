@@ -181,9 +181,13 @@ var _ = Describe("Dry-run", func() {
 
 	It("set on a NodeHealthCheck with a running remediation, leaves it running and escalates none: no CR marked timed out, no next step, until it is turned off", func(ctx SpecContext) {
 		e.Clock.SetTime(time.Now().Truncate(time.Second).Add(-time.Second))
+		// The second step's timeout outlasts the ten minutes the fake clock runs ahead of the API
+		// server's (which sets the CRs' creationTimestamps): its timer starts when the first CR was
+		// marked timed out, but that mark and the second CR come through two informers, and a look
+		// that sees the second CR before the mark times the step from its creation.
 		steps := []remediationv1alpha1.EscalatingRemediation{
 			stepTemplate(ctx, kindA, 1, 5*time.Minute, false),
-			stepTemplate(ctx, kindB, 2, 5*time.Minute, false),
+			stepTemplate(ctx, kindB, 2, time.Hour, false),
 		}
 		n, _, pool := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = nil

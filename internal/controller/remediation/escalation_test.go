@@ -115,7 +115,7 @@ var _ = Describe("Escalating remediations", func() {
 		// The last step times out: nothing is left; the node stays listed.
 		elapse(ctx, n, 4*time.Minute)
 		Eventually(func() bool { return timedOut(e.CRsOf(ctx, sick.Name, stepKinds...)()[3]) }).Should(BeTrue())
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediation.EventReasonNoTemplateLeft))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonNoTemplateLeft))
 		Expect(testutil.Listed(e.Status(ctx, n)())).To(ConsistOf(sick.Name))
 		Consistently(e.CRsOf(ctx, sick.Name, stepKinds...)).WithTimeout(time.Second).Should(HaveLen(4))
 

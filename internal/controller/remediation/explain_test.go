@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/explain"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
@@ -33,7 +33,7 @@ func explained(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) *tar
 }
 
 func explainOptions() explain.Options {
-	return explain.Options{Now: e.Clock.Now(), LeaseNamespace: remediation.DefaultLeaseNamespace, ReturnGrace: returnGrace}
+	return explain.Options{Now: e.Clock.Now(), LeaseNamespace: nodelease.DefaultNamespace, ReturnGrace: returnGrace}
 }
 
 // agrees reports how explain's decision differs from what the operator did and reported: the counts
@@ -94,7 +94,7 @@ var _ = Describe("kubectl nhc explain", func() {
 		out.Reset()
 		Expect(explain.Node(ctx, e.K8s, nodes[0].Name, explainOptions(), &out)).To(Succeed())
 		Expect(out.String()).To(And(ContainSubstring("decision: remediating"), ContainSubstring("remediation: TestRemediation"),
-			ContainSubstring("lease "+remediation.DefaultLeaseNamespace+"/node-"+nodes[0].Name+": held by this NodeHealthCheck")))
+			ContainSubstring("lease "+nodelease.DefaultNamespace+"/node-"+nodes[0].Name+": held by this NodeHealthCheck")))
 
 		By("over the threshold: both hold the new failures back, for the same reason")
 		e.SetReady(ctx, nodes[2], corev1.ConditionUnknown, 0)

@@ -21,9 +21,6 @@ import (
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 )
 
-// DefaultLeaseNamespace is where node leases live unless configured otherwise.
-const DefaultLeaseNamespace = nodelease.DefaultNamespace
-
 func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string { return nodelease.Holder(nhc.Name) }
 
 // leaseResult says whether the node's lease is ours.
@@ -190,13 +187,17 @@ func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1al
 	return errors.Join(errs...)
 }
 
-// createInLeaseNamespace creates the lease, and the lease namespace first if it is missing.
+// createInLeaseNamespace creates the lease, and the lease namespace first if it is missing. The
+// namespace is created once however many starts find it missing at once (a mass failure on a
+// cluster where it does not exist yet): a start whose lease create was refused before another
+// start created the namespace only creates its lease again. Where the namespace exists, nothing
+// but the lease is written.
 func (r *Reconciler) createInLeaseNamespace(ctx context.Context, lease *coordinationv1.Lease) error {
+	gen := r.leaseNamespaceGen.Load()
 	err := r.Create(ctx, lease)
 	if apierrors.IsNotFound(err) {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.leaseNamespace()}}
-		if err := r.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
-			return fmt.Errorf("creating lease namespace %s: %w", ns.Name, err)
+		if err := r.ensureLeaseNamespace(ctx, gen); err != nil {
+			return err
 		}
 		err = r.Create(ctx, lease)
 	}
@@ -206,9 +207,25 @@ func (r *Reconciler) createInLeaseNamespace(ctx context.Context, lease *coordina
 	return nil
 }
 
+// ensureLeaseNamespace creates the lease namespace unless it was created since seen, the
+// generation read before the lease create that found it missing.
+func (r *Reconciler) ensureLeaseNamespace(ctx context.Context, seen uint64) error {
+	r.leaseNamespaceMu.Lock()
+	defer r.leaseNamespaceMu.Unlock()
+	if r.leaseNamespaceGen.Load() != seen {
+		return nil
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.leaseNamespace()}}
+	if err := r.Create(ctx, ns); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("creating lease namespace %s: %w", ns.Name, err)
+	}
+	r.leaseNamespaceGen.Add(1)
+	return nil
+}
+
 func (r *Reconciler) leaseNamespace() string {
 	if r.LeaseNamespace == "" {
-		return DefaultLeaseNamespace
+		return nodelease.DefaultNamespace
 	}
 	return r.LeaseNamespace
 }

@@ -26,7 +26,7 @@ func TestTakeLeaseKeepsTheStepItWasTakenFor(t *testing.T) {
 	holder, duration := leaseHolder(nhc), nodelease.Duration(0)
 	taken := now.Add(-2 * time.Second).Add(-300 * time.Millisecond) // this controller's clock
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: DefaultLeaseNamespace, Name: nodelease.Name("node")},
+		ObjectMeta: metav1.ObjectMeta{Namespace: nodelease.DefaultNamespace, Name: nodelease.Name("node")},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(nodelease.Seconds(duration)),
 			AcquireTime: &metav1.MicroTime{Time: taken}, RenewTime: &metav1.MicroTime{Time: taken}},
 	}

@@ -64,7 +64,7 @@ func (r *Reconciler) reportMachineLink(ctx context.Context, nhc *remediationv1al
 		// object and keeps its first note (see skipAction).
 		h := fnv.New32a()
 		h.Write([]byte(msg))
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, EventReasonMachineLinkRejected,
+		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonMachineLinkRejected,
 			fmt.Sprintf("VerifyMachine-%08x", h.Sum32()), "%s", msg)
 	}
 }

@@ -83,7 +83,7 @@ func linkEvents(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nod
 		Expect(e.K8s.List(ctx, list)).To(Succeed())
 		var out []eventsv1.Event
 		for _, ev := range list.Items {
-			if ev.Reason == remediation.EventReasonMachineLinkRejected && ev.Regarding.Name == n.Name && ev.Related != nil && ev.Related.Name == node {
+			if ev.Reason == remediationv1alpha1.EventReasonMachineLinkRejected && ev.Regarding.Name == n.Name && ev.Related != nil && ev.Related.Name == node {
 				out = append(out, ev)
 			}
 		}

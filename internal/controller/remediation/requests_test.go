@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -29,7 +29,7 @@ var _ = Describe("API requests per failure", func() {
 		}
 		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		// The lease namespace exists, as it does once the operator has taken its first lease.
-		Expect(client.IgnoreAlreadyExists(e.K8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: remediation.DefaultLeaseNamespace}}))).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(e.K8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodelease.DefaultNamespace}}))).To(Succeed())
 		n := e.NewNHC(ctx, group)
 		Eventually(func() *int { return e.Status(ctx, n)().HealthyNodes }).Should(HaveValue(Equal(4)))
 		// What a failure can cost: writes of any kind, and reads of what the controllers act on. (Not

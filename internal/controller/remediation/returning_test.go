@@ -65,4 +65,28 @@ var _ = Describe("Nodes coming back after an outage", func() {
 		e.SetReady(ctx, steady[0], corev1.ConditionUnknown, 10*time.Minute)
 		Eventually(e.TestCRs(ctx, steady[0].Name)).Should(HaveLen(1))
 	})
+
+	It("are recognised by what the watch showed, when their condition keeps an old transition time", func(ctx SpecContext) {
+		n, _, nodes := poolOfFour(ctx)
+		for _, node := range nodes[:3] {
+			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+		}
+		e.Step(ctx, 5*time.Minute)
+		for _, node := range nodes[:3] {
+			Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
+		}
+
+		// Two come back as kwok's stock stages bring a node back: Ready again, with the node's
+		// creation time as the condition's lastTransitionTime.
+		for _, node := range nodes[1:3] {
+			e.SetReady(ctx, node, corev1.ConditionTrue, e.Clock.Since(node.CreationTimestamp.Time))
+		}
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(
+			ContainSubstring("3 of 4 selected nodes are healthy, 3 required, but 2 of them came back less than 1m0s ago"))
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		e.Step(ctx, returnGrace)
+		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
+	})
 })

@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
@@ -48,9 +47,9 @@ var _ = Describe("Safety rules", func() {
 				e.SeenHealthy(ctx, n, 2) // the nhc controller, which warns, saw the node and its label
 			}
 			if warned {
-				Eventually(e.Events(ctx, sick.Name)).Should(ContainElement(nhc.EventReasonInvalidNodeLabel))
+				Eventually(e.Events(ctx, sick.Name)).Should(ContainElement(remediationv1alpha1.EventReasonInvalidNodeLabel))
 			} else {
-				Consistently(e.Events(ctx, sick.Name)).WithTimeout(500 * time.Millisecond).ShouldNot(ContainElement(nhc.EventReasonInvalidNodeLabel))
+				Consistently(e.Events(ctx, sick.Name)).WithTimeout(500 * time.Millisecond).ShouldNot(ContainElement(remediationv1alpha1.EventReasonInvalidNodeLabel))
 			}
 		},
 		Entry(`"true" excludes`, "true", true, false),

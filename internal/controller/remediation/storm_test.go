@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 )
 
 func conditionStatus(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, conditionType string) func() metav1.ConditionStatus {
@@ -48,7 +47,7 @@ var _ = Describe("Storm recovery", func() {
 		e.Step(ctx, 5*time.Minute)
 		Eventually(stormActive).Should(Equal(metav1.ConditionTrue))
 		Expect(cooling()).To(Equal(metav1.ConditionFalse))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryStarted))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonStormRecoveryStarted))
 		Expect(heldBack(ctx, n, nodes[0].Name)()).To(BeTrue(), "listed without remediations")
 		Expect(heldBack(ctx, n, nodes[1].Name)()).To(BeTrue(), "listed without remediations")
 
@@ -56,7 +55,7 @@ var _ = Describe("Storm recovery", func() {
 		e.SetReady(ctx, nodes[1], corev1.ConditionTrue, 0)
 		Eventually(cooling).Should(Equal(metav1.ConditionTrue))
 		Expect(stormActive()).To(Equal(metav1.ConditionTrue))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryCooldownStarted))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonStormRecoveryCooldownStarted))
 		e.Step(ctx, 5*time.Minute)
 		renewedNow(ctx, running.Name)
 		Consistently(e.TestCRs(ctx, nodes[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -79,6 +78,6 @@ var _ = Describe("Storm recovery", func() {
 		Eventually(stormActive).Should(Equal(metav1.ConditionFalse))
 		Expect(cooling()).To(Equal(metav1.ConditionFalse))
 		Eventually(e.TestCRs(ctx, nodes[0].Name)).Should(HaveLen(1))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonStormRecoveryEnded))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonStormRecoveryEnded))
 	})
 })

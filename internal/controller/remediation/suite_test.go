@@ -1,6 +1,7 @@
 package remediation_test
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -19,10 +20,12 @@ const returnGrace = time.Minute
 var (
 	// requests records the manager's requests to the API server.
 	requests = &testutil.RequestCounter{}
+	// watches holds back what the manager's watches deliver, for specs of a lagging cache.
+	watches = &testutil.WatchGate{}
 	// Both controllers run, as in the manager: nhc reports in status, remediation acts. Every spec
 	// starts with the fake clock at real time.
 	e = testutil.ControllerSuite(testutil.SuiteOptions{
-		EnvOptions: testutil.EnvOptions{ManagerTransport: requests.Wrap},
+		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
 			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace})

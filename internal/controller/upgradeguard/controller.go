@@ -39,14 +39,6 @@ import (
 // ControllerName names the controller in logs, metrics and events.
 const ControllerName = "upgradeguard"
 
-// Event reasons, on the object that shows the signal (defined in api/v1alpha1).
-const (
-	EventReasonUpgradeDetected               = remediationv1alpha1.EventReasonUpgradeDetected
-	EventReasonUpgradeEnded                  = remediationv1alpha1.EventReasonUpgradeEnded
-	EventReasonConflictingMachineHealthCheck = remediationv1alpha1.EventReasonConflictingMachineHealthCheck
-	EventReasonTerminationHandlerTolerated   = remediationv1alpha1.EventReasonTerminationHandlerTolerated
-)
-
 // discoverRequest enables the detectors whose kinds are served, at start and whenever a CRD of
 // their groups comes or goes.
 const discoverRequest = "discover"
@@ -244,7 +236,7 @@ func (g *Guard) report(ctx context.Context, detector string, signals []upgrade.S
 	for _, s := range signals {
 		if !slices.ContainsFunc(prev, sameObject(s)) {
 			log.Info("Upgrade detected, no new remediation starts", "signal", s.Message)
-			g.event(s.Object, corev1.EventTypeNormal, EventReasonUpgradeDetected, "No new remediation starts: "+s.Message)
+			g.event(s.Object, corev1.EventTypeNormal, remediationv1alpha1.EventReasonUpgradeDetected, "No new remediation starts: "+s.Message)
 		}
 	}
 	if !before {
@@ -253,7 +245,7 @@ func (g *Guard) report(ctx context.Context, detector string, signals []upgrade.S
 	for _, p := range prev {
 		if !slices.ContainsFunc(signals, sameObject(p)) {
 			log.Info("Upgrade signal gone", "signal", p.Message)
-			g.event(p.Object, corev1.EventTypeNormal, EventReasonUpgradeEnded, "Upgrade signal gone, remediation resumes unless another holds it: "+p.Message)
+			g.event(p.Object, corev1.EventTypeNormal, remediationv1alpha1.EventReasonUpgradeEnded, "Upgrade signal gone, remediation resumes unless another holds it: "+p.Message)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -36,10 +38,6 @@ var (
 	clusterVersionKind     = openshift.ClusterVersion.GroupKind()
 	infrastructureKind     = openshift.Infrastructure.GroupKind()
 	machineHealthCheckKind = openshift.MachineHealthCheck.GroupKind()
-	kubeadmControlPlane    = schema.GroupKind{Group: "controlplane.cluster.x-k8s.io", Kind: "KubeadmControlPlane"}
-	machineDeployment      = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineDeployment"}
-	capiMachineHealthCheck = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "MachineHealthCheck"}
-	capiMachine            = schema.GroupKind{Group: "cluster.x-k8s.io", Kind: "Machine"}
 )
 
 // detectors in the order their signals are reported.
@@ -47,8 +45,8 @@ var detectors = []detector{
 	{name: upgrade.DetectorClusterVersion, kinds: []schema.GroupKind{clusterVersionKind}, auto: true, evaluate: evaluateClusterVersion},
 	{name: upgrade.DetectorInfrastructure, kinds: []schema.GroupKind{infrastructureKind}, auto: true, evaluate: evaluateInfrastructure},
 	{name: upgrade.DetectorMachineHealthCheck, kinds: []schema.GroupKind{machineHealthCheckKind}, auto: true, evaluate: evaluateMachineHealthChecks},
-	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{kubeadmControlPlane, machineDeployment}, evaluate: evaluateClusterAPI},
-	{name: upgrade.DetectorClusterAPIMachineHealthCheck, kinds: []schema.GroupKind{capiMachineHealthCheck, capiMachine}, auto: true, evaluate: evaluateClusterAPIMachineHealthChecks},
+	{name: upgrade.DetectorClusterAPI, kinds: []schema.GroupKind{clusterapi.KubeadmControlPlane, clusterapi.MachineDeployment}, evaluate: evaluateClusterAPI},
+	{name: upgrade.DetectorClusterAPIMachineHealthCheck, kinds: []schema.GroupKind{clusterapi.MachineHealthCheck, clusterapi.Machine}, auto: true, evaluate: evaluateClusterAPIMachineHealthChecks},
 	{name: upgrade.DetectorPauseObject, evaluate: evaluatePauseObject},
 }
 
@@ -107,10 +105,10 @@ func evaluateMachineHealthChecks(ctx context.Context, g *Guard, served []schema.
 		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
 		switch {
 		case m.Conflict != "":
-			g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+			g.event(ref, corev1.EventTypeWarning, remediationv1alpha1.EventReasonConflictingMachineHealthCheck,
 				"NodeHealthChecks are disabled while this MachineHealthCheck exists: it would remediate the same machines")
 		case m.Terminating != "":
-			g.event(ref, corev1.EventTypeNormal, EventReasonTerminationHandlerTolerated,
+			g.event(ref, corev1.EventTypeNormal, remediationv1alpha1.EventReasonTerminationHandlerTolerated,
 				fmt.Sprintf("NodeHealthChecks leave nodes with condition %s=%s to this MachineHealthCheck", upgrade.TerminatingCondition, m.Terminating))
 		}
 	}
@@ -127,7 +125,7 @@ func evaluateClusterAPIMachineHealthChecks(ctx context.Context, g *Guard, served
 	}
 	var mhcs, machines []unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() == capiMachineHealthCheck.Kind {
+		if o.GetKind() == clusterapi.MachineHealthCheck.Kind {
 			mhcs = append(mhcs, o)
 		} else {
 			machines = append(machines, o)
@@ -142,7 +140,7 @@ func evaluateClusterAPIMachineHealthChecks(ctx context.Context, g *Guard, served
 			continue
 		}
 		ref := &corev1.ObjectReference{APIVersion: mhcs[i].GetAPIVersion(), Kind: mhcs[i].GetKind(), Namespace: mhcs[i].GetNamespace(), Name: mhcs[i].GetName(), UID: mhcs[i].GetUID()}
-		g.event(ref, corev1.EventTypeWarning, EventReasonConflictingMachineHealthCheck,
+		g.event(ref, corev1.EventTypeWarning, remediationv1alpha1.EventReasonConflictingMachineHealthCheck,
 			fmt.Sprintf("This MachineHealthCheck covers %d node(s) that NodeHealthChecks select or may select; NodeHealthChecks leave them to it", after[key]))
 		ctrl.LoggerFrom(ctx).Info("Cluster API MachineHealthCheck covers nodes; NodeHealthChecks leave them to it", "machineHealthCheck", key, "nodes", after[key])
 	}

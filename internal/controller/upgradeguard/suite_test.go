@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
@@ -27,8 +25,16 @@ import (
 // maximum pause, on a control plane that serves Cluster API's kinds but not OpenShift's (until a
 // spec installs ClusterVersion).
 var (
-	e    *testutil.ControllerEnv
-	gate *upgrade.Gate
+	gate = upgrade.NewGate(true)
+	e    = testutil.ControllerSuite(testutil.SuiteOptions{
+		EnvOptions: testutil.EnvOptions{CRDDirs: []string{testutil.Path("test", "crds", "capi")}},
+		Configure:  controller.ConfigureManager,
+		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate, Upgrade: controller.UpgradeOptions{
+				ClusterAPI: true, NodeRollout: true, PauseObject: pauseKey, MaxPause: maxPause,
+			}})
+		},
+	})
 )
 
 const maxPause = 6 * time.Hour
@@ -39,20 +45,6 @@ func TestUpgradeGuard(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "upgradeguard suite")
 }
-
-var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
-	SetDefaultEventuallyTimeout(15 * time.Second)
-	SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
-	gate = upgrade.NewGate(true)
-	e = testutil.StartControllersWithCRDs([]string{testutil.Path("test", "crds", "capi")}, controller.ConfigureManager, func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-		return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate, Upgrade: controller.UpgradeOptions{
-			ClusterAPI: true, NodeRollout: true, PauseObject: pauseKey, MaxPause: maxPause,
-		}})
-	})
-})
-
-var _ = AfterSuite(func() { e.Stop() })
 
 // workers creates n healthy nodes of a new group and a NodeHealthCheck for them.
 func workers(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {

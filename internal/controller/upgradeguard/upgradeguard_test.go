@@ -20,7 +20,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
-	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -155,8 +154,8 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
 		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty())
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradeEnded))
-		Eventually(e.Events(ctx, cm.Name)).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
+		Eventually(e.Events(ctx, cm.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
 		Expect(gateMetric(upgrade.DetectorPauseObject, "open")()).To(Equal(1.0))
 	})
 
@@ -208,7 +207,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 
 			setClusterAPIStatus(ctx, obj, done)
 			Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
-			Eventually(e.Events(ctx, obj.GetName())).Should(ContainElements(upgradeguard.EventReasonUpgradeDetected, upgradeguard.EventReasonUpgradeEnded))
+			Eventually(e.Events(ctx, obj.GetName())).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
 		},
 		Entry("MachineDeployment (v1beta1 status)", "MachineDeployment",
 			map[string]any{"replicas": int64(4), "updatedReplicas": int64(1)}, map[string]any{"replicas": int64(3), "updatedReplicas": int64(3)}),
@@ -297,7 +296,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
 			HaveField("Message", ContainSubstring(stuck.GetName()))))
 		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(nhc.EventReasonUpgradePauseExpired))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonUpgradePauseExpired))
 
 		e.Step(ctx, time.Hour)
 		sicken(ctx, nodes[5]) // a node falling sick now is remediated at once: the controllers looked after the step
@@ -348,7 +347,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
-		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(nhc.EventReasonUpgradeDetected, nhc.EventReasonUpgradePauseExpired))
+		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradePauseExpired))
 		setClusterAPIStatus(ctx, rollout, rolledOut())
 		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})

@@ -9,9 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -20,6 +18,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 func selecting(name string, sel metav1.LabelSelector) remediationv1alpha1.NodeHealthCheck {
@@ -37,22 +36,9 @@ func names(reqs []reconcile.Request) []string {
 	return out
 }
 
-// testScheme has the core and NodeHealthCheck types.
-func testScheme(t *testing.T) *runtime.Scheme {
-	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := remediationv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	return scheme
-}
-
 func TestAffected(t *testing.T) {
 	ctx := context.Background()
-	scheme := testScheme(t)
+	scheme := testutil.Scheme()
 	nhc := func(name string, sel metav1.LabelSelector) *remediationv1alpha1.NodeHealthCheck {
 		h := selecting(name, sel)
 		h.UID, h.Generation = types.UID("uid-"+name), 1

@@ -1,0 +1,61 @@
+package watch
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestConditionChanges(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	c := NewConditionChanges(clock)
+	node := func(conds ...corev1.NodeCondition) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: conds}}
+	}
+	ready := func(s corev1.ConditionStatus) corev1.NodeCondition {
+		// kwok's stock stages: the transition time stays the creation time.
+		return corev1.NodeCondition{Type: corev1.NodeReady, Status: s, LastTransitionTime: metav1.NewTime(time.Unix(0, 0))}
+	}
+	memory := corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}
+
+	c.Update(node(), node(ready(corev1.ConditionTrue)))
+	if got := c.Seen("n"); got != nil {
+		t.Fatalf("a node registering its conditions: seen %v, want nothing", got)
+	}
+	c.Update(node(ready(corev1.ConditionTrue)), node(ready(corev1.ConditionTrue), memory))
+	if got := c.Seen("n"); got != nil {
+		t.Fatalf("a heartbeat and a new condition: seen %v, want nothing", got)
+	}
+
+	c.Update(node(ready(corev1.ConditionTrue), memory), node(ready(corev1.ConditionUnknown), memory))
+	failed := clock.Now()
+	first := c.Seen("n")
+	if len(first) != 1 || !first[corev1.NodeReady].Equal(failed) {
+		t.Fatalf("Ready turned Unknown: seen %v, want Ready at %v", first, failed)
+	}
+	clock.SetTime(failed.Add(time.Minute))
+	c.Update(node(ready(corev1.ConditionUnknown), memory), node(ready(corev1.ConditionTrue), memory))
+	if got := c.Seen("n")[corev1.NodeReady]; !got.Equal(clock.Now()) {
+		t.Fatalf("Ready turned True again: seen at %v, want %v", got, clock.Now())
+	}
+	if !first[corev1.NodeReady].Equal(failed) {
+		t.Fatal("a map Seen returned changed afterwards")
+	}
+
+	// A writer that keeps the transition time true says when the change happened.
+	renewed := ready(corev1.ConditionUnknown)
+	renewed.LastTransitionTime = metav1.NewTime(clock.Now().Add(-time.Second))
+	clock.SetTime(clock.Now().Add(time.Minute))
+	c.Update(node(ready(corev1.ConditionTrue), memory), node(renewed, memory))
+	if got := c.Seen("n")[corev1.NodeReady]; !got.Equal(failed.Add(time.Minute)) {
+		t.Fatalf("Ready turned Unknown with a new transition time: seen at %v, want the earlier record %v", got, failed.Add(time.Minute))
+	}
+
+	c.forget("n")
+	if got := c.Seen("n"); got != nil {
+		t.Fatalf("a deleted node: seen %v, want nothing", got)
+	}
+}
