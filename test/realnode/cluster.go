@@ -65,6 +65,8 @@ type Cluster struct {
 	watchdogIn               *os.File
 	logf                     func(string, ...any)
 	nodeGrace                string
+	// dns is the cluster's DNS server's socket (dns.go).
+	dns net.PacketConn
 }
 
 // Start builds and starts the cluster: the node's network namespace, etcd, kube-apiserver,
@@ -227,6 +229,9 @@ func (c *Cluster) Stop() error {
 	if c.watchdog == nil {
 		return nil
 	}
+	if c.dns != nil {
+		_ = c.dns.Close()
+	}
 	_ = c.watchdogIn.Close()
 	err := c.watchdog.Wait()
 	c.watchdog = nil
@@ -279,6 +284,9 @@ func (c *Cluster) start() error {
 		return err
 	}
 	c.logf("Control plane ready after %s", time.Since(begin).Round(time.Millisecond))
+	if err := c.startDNS(cs); err != nil {
+		return err
+	}
 	if err := c.startNode(cs, kubeconfigs); err != nil {
 		return err
 	}
