@@ -12,6 +12,10 @@ KUBERNETES_VERSION ?= v1.37.2
 ETCD_VERSION ?= v3.7.3
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# Helm 4's CLI for the real-node suite (Helm 3 is go.mod's tool, `go tool helm`).
+HELM4_VERSION ?= v4.3.1
+# Writes the image's SBOMs (CycloneDX) from the manager binaries, offline.
+CYCLONEDX_GOMOD_VERSION ?= v1.10.0
 # The real node (test/realnode, `make node`): the kubelet, kube-scheduler and kube-proxy are
 # KUBERNETES_VERSION's.
 CONTAINERD_VERSION ?= v2.4.2
@@ -27,6 +31,8 @@ VERSION := $(shell sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$$/\1/p' $
 MANAGER_LDFLAGS := -X main.version=$(VERSION)
 CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+CYCLONEDX_GOMOD ?= $(LOCALBIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
+HELM4 ?= $(LOCALBIN)/helm-$(HELM4_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
 # The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
 NODE_DIR ?= $(LOCALBIN)/node
@@ -108,8 +114,8 @@ test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the i
 # chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
 # has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
 .PHONY: test-realnode
-test-realnode: $(CONTROLPLANE_DEP) node image chart ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
-	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) go test -count=1 -v -timeout 20m ./test/realnode/ -ginkgo.v
+test-realnode: $(CONTROLPLANE_DEP) node kwok image chart $(HELM4) ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) HELM4=$(HELM4) go test -count=1 -v -timeout 30m ./test/realnode/ -ginkgo.v
 
 .PHONY: cluster
 cluster: $(CONTROLPLANE_DEP) node ## Start the real-node cluster and keep it running until Ctrl-C (prints how to point kubectl at it); root.
@@ -228,6 +234,9 @@ IMAGE_LICENSES ?= Apache-2.0
 IMAGE_INPUTS := $(shell find api cmd internal -name '*.go' ! -name '*_test.go' ! -path 'internal/testutil/*') go.mod go.sum $(CHART)/Chart.yaml
 MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/imagebuild/%,$(IMAGE_INPUTS))
 IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+# A CycloneDX SBOM of each platform's manager, stored in the layout as an OCI 1.1 artifact whose
+# subject is that platform's image (test/image checks it against the binary's build information).
+IMAGE_SBOMS := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
 # Rebuilds the image (not the binaries) when the commit changes.
 IMAGE_LABELS_STAMP := $(LOCALBIN)/platforms/labels
 
@@ -238,11 +247,19 @@ image: $(IMAGE_LAYOUT)/index.json ## Build the multi-arch OCI image into bin/ima
 image-push: image ## Push the image to IMAGE (default ghcr.io/medik8s/node-healthcheck:<appVersion>) with the credentials of `docker login`.
 	go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
 
-$(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
+$(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_SBOMS) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
 	go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) \
 		--source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --description "Node Healthcheck operator" \
-		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
+		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager) \
+		$(foreach p,$(PLATFORMS),--sbom $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
+
+# The SBOM is read from the binary's build information (`go version -m`: the modules linked in, with
+# their checksums), for its platform; no serial number or timestamp, so a binary gives the same SBOM.
+# GOPROXY=off: nothing is fetched (license detection, which downloads modules, is off).
+$(LOCALBIN)/platforms/%/manager.cdx.json: $(LOCALBIN)/platforms/%/manager $(CYCLONEDX_GOMOD)
+	GOPROXY=off GOOS=$(word 1,$(subst -, ,$*)) GOARCH=$(word 2,$(subst -, ,$*)) \
+		$(CYCLONEDX_GOMOD) bin -json -noserial -notimestamp -std -version v$(VERSION) -output $@ $<
 
 # One static binary per platform: no cgo, no build paths, the version stamped, symbols stripped.
 $(LOCALBIN)/platforms/%/manager: $(MANAGER_INPUTS)
@@ -273,6 +290,17 @@ kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again 
 .PHONY: node
 node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
 	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
+
+.PHONY: helm4
+helm4: $(HELM4) ## Build Helm 4's CLI (HELM4_VERSION) into bin/ once, for the real-node suite.
+
+$(HELM4):
+	GOBIN=$(LOCALBIN)/.gobin go install -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION)" helm.sh/helm/v4/cmd/helm@$(HELM4_VERSION)
+	mv $(LOCALBIN)/.gobin/helm $@
+
+$(CYCLONEDX_GOMOD):
+	GOBIN=$(LOCALBIN)/.gobin go install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_GOMOD_VERSION)
+	mv $(LOCALBIN)/.gobin/cyclonedx-gomod $@
 
 $(CONTROLLER_GEN):
 	GOBIN=$(LOCALBIN)/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)

@@ -239,6 +239,12 @@ type NodeHealthCheckStatus struct {
 	// +optional
 	HealthyNodes *int `json:"healthyNodes,omitempty"`
 
+	// RemediatingNodes is the number of nodes in unhealthyNodes that have remediation CRs of this
+	// NodeHealthCheck (the nodes being remediated), for `kubectl get nhc`. An extension of this
+	// operator.
+	// +optional
+	RemediatingNodes *int `json:"remediatingNodes,omitempty"`
+
 	// InFlightRemediations is deprecated and always empty; see unhealthyNodes.
 	// +optional
 	InFlightRemediations map[string]metav1.Time `json:"inFlightRemediations,omitempty"`
@@ -385,6 +391,7 @@ type Remediation struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`,description="Disabled, Paused, Remediating or Enabled"
 // +kubebuilder:printcolumn:name="Observed",type=integer,JSONPath=`.status.observedNodes`,description="Selected nodes"
 // +kubebuilder:printcolumn:name="Healthy",type=integer,JSONPath=`.status.healthyNodes`,description="Healthy nodes without remediation"
+// +kubebuilder:printcolumn:name="Remediating",type=integer,JSONPath=`.status.remediatingNodes`,description="Nodes with remediation CRs of this NodeHealthCheck"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the NodeHealthCheck is in its phase"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NodeHealthCheck struct {

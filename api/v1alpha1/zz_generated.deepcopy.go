@@ -182,6 +182,11 @@ func (in *NodeHealthCheckStatus) DeepCopyInto(out *NodeHealthCheckStatus) {
 		*out = new(int)
 		**out = **in
 	}
+	if in.RemediatingNodes != nil {
+		in, out := &in.RemediatingNodes, &out.RemediatingNodes
+		*out = new(int)
+		**out = **in
+	}
 	if in.InFlightRemediations != nil {
 		in, out := &in.InFlightRemediations, &out.InFlightRemediations
 		*out = make(map[string]metav1.Time, len(*in))

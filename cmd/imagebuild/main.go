@@ -3,7 +3,8 @@
 // image` and `make image-push` run it).
 //
 //	imagebuild build --out bin/image --tarball bin/image.tar --version 0.1.0 --revision <commit> \
-//	    --created <unix seconds> --binary linux/amd64=<path> --binary linux/arm64=<path> [label flags]
+//	    --created <unix seconds> --binary linux/amd64=<path> --binary linux/arm64=<path> \
+//	    [--sbom linux/amd64=<CycloneDX JSON> ...] [label flags]
 //	imagebuild push --layout bin/image registry.example.com/repo:tag
 package main
 
@@ -14,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -63,11 +65,20 @@ func (b *binaryFlags) Set(s string) error {
 	return nil
 }
 
+// sbomFlags collects --sbom <os>/<arch>[/<variant>]=<path>.
+type sbomFlags []imagebuild.Binary
+
+func (b *sbomFlags) String() string { return fmt.Sprint(*b) }
+
+func (b *sbomFlags) Set(s string) error { return (*binaryFlags)(b).Set(s) }
+
 func build(args []string) error {
 	fs := flag.NewFlagSet("build", flag.ContinueOnError)
 	var o imagebuild.Options
 	var binaries binaryFlags
 	fs.Var(&binaries, "binary", "<os>/<arch>=<path> of a static manager binary; repeat for each platform, in the index's order.")
+	var sboms sbomFlags
+	fs.Var(&sboms, "sbom", "<os>/<arch>=<path> of a CycloneDX SBOM (JSON) of that platform's manager: stored in the layout as an artifact that refers to the platform's image; repeat for each platform.")
 	out := fs.String("out", "bin/image", "Folder to write the OCI image layout to (replaced).")
 	tarFile := fs.String("tarball", "", "Also write the layout as this tar archive (an OCI archive).")
 	created := fs.Int64("created", 0, "Creation time, seconds since 1970 (SOURCE_DATE_EPOCH): every timestamp in the image, so builds are reproducible.")
@@ -88,7 +99,11 @@ func build(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := imagebuild.WriteLayout(*out, idx, o.Version); err != nil {
+	artifacts, err := sbomArtifacts(idx, sboms, o.Created)
+	if err != nil {
+		return err
+	}
+	if err := imagebuild.WriteLayout(*out, idx, o.Version, artifacts...); err != nil {
 		return err
 	}
 	if *tarFile != "" {
@@ -100,8 +115,33 @@ func build(args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s: %s (%d platforms)\n", *out, digest, len(o.Binaries))
+	fmt.Printf("%s: %s (%d platforms, %d SBOMs)\n", *out, digest, len(o.Binaries), len(artifacts))
 	return nil
+}
+
+// sbomArtifacts makes each SBOM an artifact whose subject is its platform's image manifest.
+func sbomArtifacts(idx v1.ImageIndex, sboms sbomFlags, created time.Time) ([]imagebuild.Artifact, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var out []imagebuild.Artifact
+	for _, s := range sboms {
+		i := slices.IndexFunc(m.Manifests, func(d v1.Descriptor) bool { return d.Platform != nil && d.Platform.Equals(s.Platform) })
+		if i < 0 {
+			return nil, fmt.Errorf("--sbom %s: the image has no such platform", s.Platform)
+		}
+		data, err := os.ReadFile(s.Path)
+		if err != nil {
+			return nil, err
+		}
+		a, err := imagebuild.SBOMArtifact(m.Manifests[i], data, created)
+		if err != nil {
+			return nil, fmt.Errorf("--sbom %s=%s: %w", s.Platform, s.Path, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 func push(args []string) error {

@@ -59,6 +59,8 @@ type options struct {
 	enableWebhooks   bool
 	enableHTTP2      bool
 	leaseNamespace   string
+	// shutdownDelay is how long the manager keeps serving after SIGTERM (shutdown.go).
+	shutdownDelay time.Duration
 	// leaseDuration, renewDeadline and retryPeriod tune leader election.
 	leaseDuration, renewDeadline, retryPeriod time.Duration
 
@@ -143,6 +145,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Resume remediation, with a warning event, once each upgrade signal has held it back this long (for example 6h), measured per signal from when it began; a new signal pauses again. The pause object is not bounded. 0: no limit.")
 	fs.DurationVar(&o.returnGrace, "returning-node-grace", DefaultReturnGrace,
 		"While a NodeHealthCheck's healthy-node threshold holds only by counting nodes that came back (turned healthy) less than this ago, start no new remediation in it: after an outage, the nodes still unhealthy are likely coming back too. A pool whose threshold holds without them, or an isolated failure, is not delayed. At least the node lifecycle's --node-monitor-grace-period (50s by default) is advised. 0: off.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", DefaultShutdownDelay,
+		"How long to keep serving (the admission webhooks above all) after SIGTERM before stopping, so that the API server's calls that still reach this pod while its Services' endpoints and kube-proxy's rules catch up are answered. 0: stop at once.")
 	fs.DurationVar(&o.maxClockSkew, "max-clock-skew", DefaultMaxClockSkew,
 		"Start no new remediation (nor escalation) while the manager's clock differs from the API server's by more than this, measured from the Date header of API responses: decisions compare the manager's clock with times the control plane wrote, so a clock minutes ahead would remediate a node that is unready for a moment. Reported in a condition, an event and the metric nodehealthcheck_clock_skew_seconds. Synchronised clocks agree within milliseconds, and 10s is small against the durations decisions measure (conditions of 300s by default). At least 1s (the Date header's resolution); 0: no bound (the skew is still measured and exported).")
 	var certSecret, webhookService, webhookConfigs string
@@ -370,5 +374,5 @@ func run(o *options) error {
 	}
 
 	log.Info("Starting manager", "version", version, "leaderElection", o.leaderElect, "webhooks", o.enableWebhooks, "metricsSecure", o.metricsSecure, "maxClockSkew", o.maxClockSkew)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(signalShutdownContext(o.shutdownDelay, log))
 }

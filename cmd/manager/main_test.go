@@ -28,7 +28,7 @@ func TestFlagsKeepTheirNamesAndAreDocumented(t *testing.T) {
 		"webhook-cert-secret", "webhook-service", "webhook-configurations",
 		"leader-election-lease-duration", "leader-election-renew-deadline", "leader-election-retry-period",
 		"webhook-cert-validity", "webhook-ca-validity", "version", "returning-node-grace", "pprof-bind-address",
-		"max-clock-skew",
+		"max-clock-skew", "shutdown-delay",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is missing", name)

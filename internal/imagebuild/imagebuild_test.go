@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http/httptest"
@@ -342,5 +343,95 @@ func TestBuildRefusesIncompleteOptions(t *testing.T) {
 				t.Error("Build accepted it")
 			}
 		})
+	}
+}
+
+// An SBOM is stored beside the image as an OCI 1.1 artifact referring to its platform's manifest:
+// in the layout (and its tarball) unnamed in index.json, and pushed so that the registry lists it
+// among that manifest's referrers.
+func TestSBOMArtifactRefersToItsImage(t *testing.T) {
+	o := options(t)
+	idx := build(t, o)
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := m.Manifests[0]
+	sbom := []byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","version":1}`)
+	a, err := SBOMArtifact(subject, sbom, o.Created)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SBOMArtifact(subject, []byte(`{"spdxVersion":"SPDX-2.3"}`), o.Created); err == nil {
+		t.Error("an SPDX document was taken for a CycloneDX SBOM")
+	}
+	dir := t.TempDir()
+	layoutDir, tarFile := filepath.Join(dir, "image"), filepath.Join(dir, "image.tar")
+	if err := WriteLayout(layoutDir, idx, o.Version, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTarball(layoutDir, tarFile, o.Created); err != nil {
+		t.Fatal(err)
+	}
+	unpacked := filepath.Join(dir, "unpacked")
+	untar(t, tarFile, unpacked)
+	for _, d := range []string{layoutDir, unpacked} {
+		got, ref, err := ReadLayout(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if digest(t, got) != digest(t, idx) || ref != o.Version {
+			t.Errorf("%s: index %s named %q, want %s named %s", d, digest(t, got), ref, digest(t, idx), o.Version)
+		}
+		artifacts, err := ReadArtifacts(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(artifacts) != 1 || !bytes.Equal(artifacts[0].Manifest, a.Manifest) || artifacts[0].Descriptor.ArtifactType != MediaTypeCycloneDX {
+			t.Fatalf("%s: artifacts %+v, want the SBOM's", d, artifacts)
+		}
+		var am v1.Manifest
+		if err := json.Unmarshal(artifacts[0].Manifest, &am); err != nil {
+			t.Fatal(err)
+		}
+		if am.ArtifactType != MediaTypeCycloneDX || am.Subject == nil || am.Subject.Digest != subject.Digest ||
+			am.Config.MediaType != MediaTypeEmpty || len(am.Layers) != 1 || !bytes.Equal(artifacts[0].Blobs[am.Layers[0].Digest], sbom) {
+			t.Errorf("%s: the artifact's manifest %s", d, artifacts[0].Manifest)
+		}
+	}
+
+	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true)))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.ParseReference(u.Host + "/medik8s/node-healthcheck:" + o.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Push(context.Background(), layoutDir, ref); err != nil {
+		t.Fatal(err)
+	}
+	referrers, err := remote.Referrers(ref.Context().Digest(subject.Digest.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, err := referrers.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (go-containerregistry's in-memory registry reports the config's media type as the referrer's
+	// artifactType, not the manifest's artifactType as the distribution spec says: the manifest,
+	// fetched below, carries it.)
+	if len(rm.Manifests) != 1 || rm.Manifests[0].Digest != a.Descriptor.Digest {
+		t.Fatalf("the registry lists referrers %+v of %s, want the SBOM %s", rm.Manifests, subject.Digest, a.Descriptor.Digest)
+	}
+	got, err := remote.Get(ref.Context().Digest(a.Descriptor.Digest.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Manifest, a.Manifest) {
+		t.Errorf("the registry serves %s, pushed %s", got.Manifest, a.Manifest)
 	}
 }

@@ -2,6 +2,8 @@ package imagebuild
 
 import (
 	"archive/tar"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +21,10 @@ import (
 )
 
 // WriteLayout writes the image index as an OCI image layout in dir, replacing what was there: its
-// index.json lists the one image index, named refName (the tag). The layout is written beside dir
-// first and then moved, so a failed build never leaves half an image behind.
-func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
+// index.json lists the one image index, named refName (the tag), and then the artifacts that refer
+// to it or its images (unnamed: found through their subject, as a registry's referrers). The layout
+// is written beside dir first and then moved, so a failed build never leaves half an image behind.
+func WriteLayout(dir string, idx v1.ImageIndex, refName string, artifacts ...Artifact) error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
@@ -36,6 +39,19 @@ func WriteLayout(dir string, idx v1.ImageIndex, refName string) error {
 	}
 	if err := p.AppendIndex(idx, layout.WithAnnotations(map[string]string{LabelRefName: refName})); err != nil {
 		return fmt.Errorf("writing the image to the OCI layout: %w", err)
+	}
+	for _, a := range artifacts {
+		for h, data := range a.Blobs {
+			if err := p.WriteBlob(h, io.NopCloser(bytes.NewReader(data))); err != nil {
+				return fmt.Errorf("writing an artifact's blob to the OCI layout: %w", err)
+			}
+		}
+		if err := p.WriteBlob(a.Descriptor.Digest, io.NopCloser(bytes.NewReader(a.Manifest))); err != nil {
+			return fmt.Errorf("writing an artifact's manifest to the OCI layout: %w", err)
+		}
+		if err := p.AppendDescriptor(a.Descriptor); err != nil {
+			return fmt.Errorf("listing an artifact in the OCI layout: %w", err)
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
@@ -110,26 +126,76 @@ func WriteTarball(dir, file string, mtime time.Time) (err error) {
 // ReadLayout returns the image index that the OCI layout in dir holds (WriteLayout's), and its
 // name (the tag).
 func ReadLayout(dir string) (v1.ImageIndex, string, error) {
+	idx, name, _, err := readLayout(dir)
+	return idx, name, err
+}
+
+// ReadArtifacts returns the artifacts that the OCI layout in dir holds beside its image index
+// (WriteLayout's), as index.json lists them.
+func ReadArtifacts(dir string) ([]Artifact, error) {
+	_, _, artifacts, err := readLayout(dir)
+	return artifacts, err
+}
+
+// readLayout reads index.json: exactly one image index, and artifacts (manifests with an
+// artifactType) beside it, nothing else.
+func readLayout(dir string) (v1.ImageIndex, string, []Artifact, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading the OCI layout %s: %w", dir, err)
+		return nil, "", nil, fmt.Errorf("reading the OCI layout %s: %w", dir, err)
 	}
 	top, err := p.ImageIndex()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	m, err := top.IndexManifest()
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsIndex() {
-		return nil, "", fmt.Errorf("the OCI layout %s should list exactly one image index, it lists %d entries", dir, len(m.Manifests))
+	var (
+		indexes   []v1.Descriptor
+		artifacts []Artifact
+	)
+	for _, d := range m.Manifests {
+		switch {
+		case d.MediaType.IsIndex():
+			indexes = append(indexes, d)
+		case d.ArtifactType != "":
+			a := Artifact{Descriptor: d, Blobs: map[v1.Hash][]byte{}}
+			if a.Manifest, err = readBlob(p, d.Digest); err != nil {
+				return nil, "", nil, err
+			}
+			var am v1.Manifest
+			if err := json.Unmarshal(a.Manifest, &am); err != nil {
+				return nil, "", nil, fmt.Errorf("the artifact %s: %w", d.Digest, err)
+			}
+			for _, b := range append([]v1.Descriptor{am.Config}, am.Layers...) {
+				if a.Blobs[b.Digest], err = readBlob(p, b.Digest); err != nil {
+					return nil, "", nil, err
+				}
+			}
+			artifacts = append(artifacts, a)
+		default:
+			return nil, "", nil, fmt.Errorf("the OCI layout %s lists %s (%s), neither an image index nor an artifact", dir, d.Digest, d.MediaType)
+		}
 	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if len(indexes) != 1 {
+		return nil, "", nil, fmt.Errorf("the OCI layout %s should list exactly one image index, it lists %d", dir, len(indexes))
+	}
+	idx, err := top.ImageIndex(indexes[0].Digest)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
-	return idx, m.Manifests[0].Annotations[LabelRefName], nil
+	return idx, indexes[0].Annotations[LabelRefName], artifacts, nil
+}
+
+func readBlob(p layout.Path, h v1.Hash) ([]byte, error) {
+	rc, err := p.Blob(h)
+	if err != nil {
+		return nil, fmt.Errorf("reading blob %s: %w", h, err)
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // PlatformImage returns the index's image for exactly the OS and architecture of want.

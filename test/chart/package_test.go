@@ -138,4 +138,16 @@ func TestNotesSayHowToCheck(t *testing.T) {
 	if !strings.Contains(string(notes), "helm test {{ .Release.Name }}") {
 		t.Error("NOTES.txt does not tell the user to run helm test")
 	}
+	// Helm deletes a passed test's pod (hook-succeeded) before `helm test --logs` reads its logs, and
+	// then fails with "unable to get pod logs" (helm/helm#9098): the command the notes give must pass
+	// when the test passes (test/realnode runs it).
+	hook, err := os.ReadFile(filepath.Join(chartDir(), "templates", "tests", "self-test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(notes), "\n") {
+		if strings.Contains(line, "helm test ") && strings.Contains(line, "--logs") && strings.Contains(string(hook), "hook-succeeded") {
+			t.Errorf("NOTES.txt says %q, which fails after a passed test: its pod is deleted (hook-succeeded) before helm reads its logs", strings.TrimSpace(line))
+		}
+	}
 }

@@ -7,12 +7,14 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"debug/buildinfo"
 	"debug/elf"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"slices"
@@ -69,6 +71,14 @@ func readChart(t *testing.T) chartMeta {
 // builtImage returns the image index that the layout lists, and the name (tag) it lists it under.
 func builtImage(t *testing.T) (v1.ImageIndex, string) {
 	t.Helper()
+	idx, tag, _ := builtLayout(t)
+	return idx, tag
+}
+
+// builtLayout reads the layout's index.json: one OCI image index, named by its tag, and beside it
+// only unnamed artifact manifests (returned as descriptors), nothing else.
+func builtLayout(t *testing.T) (v1.ImageIndex, string, []v1.Descriptor) {
+	t.Helper()
 	dir, err := testutil.ImageLayout()
 	if err != nil {
 		t.Fatal(err)
@@ -85,14 +95,45 @@ func builtImage(t *testing.T) (v1.ImageIndex, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(m.Manifests) != 1 || m.Manifests[0].MediaType != types.OCIImageIndex {
-		t.Fatalf("the layout's index.json should list one OCI image index, it lists %+v", m.Manifests)
+	var (
+		index     *v1.Descriptor
+		artifacts []v1.Descriptor
+	)
+	for i, d := range m.Manifests {
+		switch {
+		case d.MediaType == types.OCIImageIndex && index == nil:
+			index = &m.Manifests[i]
+		case d.MediaType == types.OCIManifestSchema1 && d.ArtifactType != "" && d.Annotations["org.opencontainers.image.ref.name"] == "":
+			artifacts = append(artifacts, d)
+		default:
+			t.Fatalf("the layout's index.json should list one OCI image index and unnamed artifacts, it lists %+v", m.Manifests)
+		}
 	}
-	idx, err := top.ImageIndex(m.Manifests[0].Digest)
+	if index == nil {
+		t.Fatalf("the layout's index.json lists no OCI image index: %+v", m.Manifests)
+	}
+	idx, err := top.ImageIndex(index.Digest)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idx, m.Manifests[0].Annotations["org.opencontainers.image.ref.name"]
+	return idx, index.Annotations["org.opencontainers.image.ref.name"], artifacts
+}
+
+// layoutBlob reads a blob of the layout.
+func layoutBlob(t *testing.T, h v1.Hash) []byte {
+	t.Helper()
+	dir, err := testutil.ImageLayout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "blobs", h.Algorithm, h.Hex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := v1.SHA256(bytes.NewReader(data)); got != h {
+		t.Fatalf("blob %s holds content of digest %s", h, got)
+	}
+	return data
 }
 
 // images returns the index's images by platform.
@@ -254,6 +295,128 @@ func TestManagerIsAStaticBinaryForItsArchitecture(t *testing.T) {
 			}
 			if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
 				t.Errorf("the binary needs %v", libs)
+			}
+		})
+	}
+}
+
+// cyclonedx is the part of a CycloneDX SBOM the test reads.
+type cyclonedx struct {
+	BOMFormat   string `json:"bomFormat"`
+	SpecVersion string `json:"specVersion"`
+	Metadata    struct {
+		Tools      []cdxComponent `json:"tools"`
+		Component  cdxComponent   `json:"component"`
+		Properties []struct{ Name, Value string }
+	} `json:"metadata"`
+	Components []cdxComponent `json:"components"`
+}
+
+type cdxComponent struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	PURL    string `json:"purl"`
+	Hashes  []struct {
+		Alg     string `json:"alg"`
+		Content string `json:"content"`
+	} `json:"hashes"`
+}
+
+// Each platform's image carries a CycloneDX SBOM of its manager as an OCI 1.1 artifact in the
+// layout: an image manifest with artifactType application/vnd.cyclonedx+json, the empty config, the
+// SBOM as its one layer, and the platform's image manifest as its subject. The SBOM names the
+// manager at the chart's appVersion for that platform, is made by the Makefile's pinned
+// cyclonedx-gomod, and lists exactly the modules the binary in the image was built from (its
+// embedded build information), at their versions, and the Go standard library of its toolchain.
+func TestEachImageCarriesAnSBOMOfItsManager(t *testing.T) {
+	idx, _, artifacts := builtLayout(t)
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs := images(t, idx)
+	makefile, err := os.ReadFile(testutil.Path("Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned := regexp.MustCompile(`(?m)^CYCLONEDX_GOMOD_VERSION \?= (\S+)$`).FindSubmatch(makefile)
+	if pinned == nil {
+		t.Fatal("the Makefile pins no CYCLONEDX_GOMOD_VERSION")
+	}
+	bySubject := map[v1.Hash][]byte{}
+	for _, a := range artifacts {
+		if a.ArtifactType != "application/vnd.cyclonedx+json" {
+			t.Errorf("artifact %s has type %s, want application/vnd.cyclonedx+json", a.Digest, a.ArtifactType)
+			continue
+		}
+		var am v1.Manifest
+		if err := json.Unmarshal(layoutBlob(t, a.Digest), &am); err != nil {
+			t.Fatal(err)
+		}
+		if am.MediaType != types.OCIManifestSchema1 || am.ArtifactType != a.ArtifactType || am.Subject == nil {
+			t.Fatalf("artifact %s: media type %s, artifactType %q, subject %v", a.Digest, am.MediaType, am.ArtifactType, am.Subject)
+		}
+		if am.Config.MediaType != "application/vnd.oci.empty.v1+json" || string(layoutBlob(t, am.Config.Digest)) != "{}" {
+			t.Errorf("artifact %s: config %+v, want the OCI empty descriptor", a.Digest, am.Config)
+		}
+		if len(am.Layers) != 1 || am.Layers[0].MediaType != "application/vnd.cyclonedx+json" {
+			t.Fatalf("artifact %s: layers %+v, want one CycloneDX JSON layer", a.Digest, am.Layers)
+		}
+		if _, dup := bySubject[am.Subject.Digest]; dup {
+			t.Errorf("two SBOMs refer to %s", am.Subject.Digest)
+		}
+		bySubject[am.Subject.Digest] = layoutBlob(t, am.Layers[0].Digest)
+	}
+	for _, d := range m.Manifests {
+		platform := d.Platform.String()
+		t.Run(platform, func(t *testing.T) {
+			data, ok := bySubject[d.Digest]
+			if !ok {
+				t.Fatalf("no SBOM refers to the %s image %s", platform, d.Digest)
+			}
+			var bom cyclonedx
+			if err := json.Unmarshal(data, &bom); err != nil {
+				t.Fatal(err)
+			}
+			if bom.BOMFormat != "CycloneDX" || bom.SpecVersion != "1.6" {
+				t.Errorf("bomFormat %q, specVersion %q: want CycloneDX 1.6", bom.BOMFormat, bom.SpecVersion)
+			}
+			if !slices.ContainsFunc(bom.Metadata.Tools, func(c cdxComponent) bool { return c.Name == "cyclonedx-gomod" && c.Version == string(pinned[1]) }) {
+				t.Errorf("tools %+v: want cyclonedx-gomod %s", bom.Metadata.Tools, pinned[1])
+			}
+			main := bom.Metadata.Component
+			wantPURL := "pkg:golang/github.com/medik8s/node-healthcheck@v" + readChart(t).AppVersion + "?goarch=" + d.Platform.Architecture + "&goos=" + d.Platform.OS + "&type=module#cmd/manager"
+			if main.Name != "github.com/medik8s/node-healthcheck" || main.Version != "v"+readChart(t).AppVersion || main.PURL != wantPURL {
+				t.Errorf("the SBOM describes %s %s (%s), want the manager at the appVersion: %s", main.Name, main.Version, main.PURL, wantPURL)
+			}
+
+			_, manager := files(t, imgs[platform])
+			bin := filepath.Join(t.TempDir(), "manager")
+			if err := os.WriteFile(bin, manager, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			info, err := buildinfo.ReadFile(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"std@" + info.GoVersion}
+			for _, dep := range info.Deps {
+				if dep.Replace != nil {
+					dep = dep.Replace
+				}
+				want = append(want, dep.Path+"@"+dep.Version)
+			}
+			var got []string
+			for _, c := range bom.Components {
+				got = append(got, c.Name+"@"+c.Version)
+				if !strings.Contains(c.PURL, "goarch="+d.Platform.Architecture) {
+					t.Errorf("component %s: purl %s is not for %s", c.Name, c.PURL, platform)
+				}
+			}
+			slices.Sort(want)
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				t.Errorf("the SBOM lists %d components, the binary was built from %d modules:\n  SBOM:   %v\n  binary: %v", len(got), len(want), got, want)
 			}
 		})
 	}

@@ -38,6 +38,9 @@ type Options struct {
 	ControlPlaneDir string
 	// Logf reports progress, a line per call (as log.Printf); nil is silent.
 	Logf func(format string, args ...any)
+	// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period (how long a
+	// node may miss heartbeats before it is Ready=Unknown); empty: its default (50s).
+	NodeMonitorGracePeriod string
 }
 
 // Cluster is a running one-node cluster.
@@ -61,6 +64,9 @@ type Cluster struct {
 	watchdog                 *exec.Cmd
 	watchdogIn               *os.File
 	logf                     func(string, ...any)
+	nodeGrace                string
+	// dns is the cluster's DNS server's socket (dns.go).
+	dns net.PacketConn
 }
 
 // Start builds and starts the cluster: the node's network namespace, etcd, kube-apiserver,
@@ -89,7 +95,7 @@ func newCluster(o Options) (*Cluster, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the real-node cluster runs a kubelet, containerd and runc: it needs root")
 	}
-	c := &Cluster{Dir: o.Dir, nodeDir: o.NodeDir, controlPlaneDir: o.ControlPlaneDir, logf: o.Logf}
+	c := &Cluster{Dir: o.Dir, nodeDir: o.NodeDir, controlPlaneDir: o.ControlPlaneDir, logf: o.Logf, nodeGrace: o.NodeMonitorGracePeriod}
 	if c.Dir == "" {
 		c.Dir = DefaultDir
 	}
@@ -223,6 +229,9 @@ func (c *Cluster) Stop() error {
 	if c.watchdog == nil {
 		return nil
 	}
+	if c.dns != nil {
+		_ = c.dns.Close()
+	}
 	_ = c.watchdogIn.Close()
 	err := c.watchdog.Wait()
 	c.watchdog = nil
@@ -275,6 +284,9 @@ func (c *Cluster) start() error {
 		return err
 	}
 	c.logf("Control plane ready after %s", time.Since(begin).Round(time.Millisecond))
+	if err := c.startDNS(cs); err != nil {
+		return err
+	}
 	if err := c.startNode(cs, kubeconfigs); err != nil {
 		return err
 	}
@@ -360,12 +372,15 @@ func (c *Cluster) startControlPlane(cs *kubernetes.Clientset, kubeconfigs map[st
 	}); err != nil {
 		return err
 	}
-	if _, err := c.run("kube-controller-manager", cp("kube-controller-manager"),
-		"--kubeconfig="+kubeconfigs["kube-controller-manager"], "--leader-elect=false", "--secure-port=0",
+	kcm := []string{"--kubeconfig=" + kubeconfigs["kube-controller-manager"], "--leader-elect=false", "--secure-port=0",
 		"--use-service-account-credentials=true",
-		"--service-account-private-key-file="+p("sa.key"), "--root-ca-file="+p("ca.crt"),
-		"--cluster-signing-cert-file="+p("ca.crt"), "--cluster-signing-key-file="+p("ca.key"),
-		"--service-cluster-ip-range="+ServiceCIDR); err != nil {
+		"--service-account-private-key-file=" + p("sa.key"), "--root-ca-file=" + p("ca.crt"),
+		"--cluster-signing-cert-file=" + p("ca.crt"), "--cluster-signing-key-file=" + p("ca.key"),
+		"--service-cluster-ip-range=" + ServiceCIDR}
+	if c.nodeGrace != "" {
+		kcm = append(kcm, "--node-monitor-grace-period="+c.nodeGrace)
+	}
+	if _, err := c.run("kube-controller-manager", cp("kube-controller-manager"), kcm...); err != nil {
 		return err
 	}
 	_, err := c.run("kube-scheduler", filepath.Join(c.nodeDir, "kube-scheduler"),
@@ -468,4 +483,16 @@ func (c *Cluster) CrictlPath() string { return filepath.Join(c.nodeDir, "crictl"
 // Kubectl returns a kubectl command (the control plane's) with the admin kubeconfig.
 func (c *Cluster) Kubectl(args ...string) *exec.Cmd {
 	return exec.Command(filepath.Join(c.controlPlaneDir, "kubectl"), append([]string{"--kubeconfig=" + c.Kubeconfig}, args...)...) //nolint:gosec // our binary
+}
+
+// StartKwok starts kwok from kwokDir (`make kwok`: the kwok binary and its stages) as one of the
+// cluster's daemons, stopped and cleaned up with them: it heartbeats the nodes whose labels match
+// selector (through their Leases, 40s) and reports them Ready, as simulated workers beside the real
+// node. It does not wait for anything.
+func (c *Cluster) StartKwok(kwokDir, selector string) error {
+	_, err := c.run("kwok", filepath.Join(kwokDir, "kwok"),
+		"--kubeconfig="+c.Kubeconfig, "--config="+filepath.Join(kwokDir, "kwok-stages.yaml"),
+		"--manage-all-nodes=false", "--manage-nodes-with-label-selector="+selector,
+		"--node-lease-duration-seconds=40", "--node-ip=10.0.0.1", "--node-port=0")
+	return err
 }

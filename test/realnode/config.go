@@ -107,6 +107,8 @@ func (c *Cluster) cniConfig() string {
 //   - cgroupRoot: the cluster's cgroup (cgroups.go), so the pods live in its subtree;
 //   - authentication by client certificate (the API server's) and webhook, authorization by webhook, as
 //     kubeadm sets them; no read-only port;
+//   - the pods' nameserver is the cluster's DNS (dns.go), with the host's resolv.conf left out
+//     (resolvConf ""): nothing beyond the host answers;
 //   - eviction only when the disk is nearly full: the machine's disk is shared with other work and a
 //     test must not see its pods evicted because another build filled it to 90%%.
 func (c *Cluster) kubeletConfig() string {
@@ -129,6 +131,8 @@ readOnlyPort: 0
 failSwapOn: false
 podLogsDir: %[4]q
 resolvConf: ""
+clusterDNS: [%[5]q]
+clusterDomain: %[6]q
 evictionHard:
   memory.available: 100Mi
   nodefs.available: 2%%
@@ -136,7 +140,7 @@ evictionHard:
 imageGCHighThresholdPercent: 99
 imageGCLowThresholdPercent: 98
 serializeImagePulls: false
-`, c.cgroupRoot, c.ContainerdSocket, c.pki.path("ca.crt"), filepath.Join(c.Dir, "pod-logs"))
+`, c.cgroupRoot, c.ContainerdSocket, c.pki.path("ca.crt"), filepath.Join(c.Dir, "pod-logs"), HostIP, ClusterDomain)
 }
 
 // kubeProxyConfig runs kube-proxy in nftables mode (the `nft` command, Debian's nftables package):

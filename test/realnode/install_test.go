@@ -159,6 +159,9 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 			GinkgoWriter.Printf("Pod %s: PID %d on the node, UIDs %v, writable mounts: %s\n", p.Name, proc.PID, proc.UIDs, strings.Join(writable, ", "))
 		}
 	})
+
+	scenarios()
+	helm4Scenario()
 })
 
 // warningRecorder keeps the API server's warnings.

@@ -58,7 +58,10 @@ var _ = BeforeSuite(func() {
 	missingHostDirs = absentHostDirs()
 	begin := time.Now()
 	var err error
-	cluster, err = realnode.Start(realnode.Options{Logf: func(format string, args ...any) { GinkgoWriter.Printf(format+"\n", args...) }})
+	// The node grace period short enough for kwok workers' failures to be seen in seconds, long
+	// enough for the real kubelet's renewals (every 10s) on a loaded machine.
+	cluster, err = realnode.Start(realnode.Options{Logf: func(format string, args ...any) { GinkgoWriter.Printf(format+"\n", args...) },
+		NodeMonitorGracePeriod: nodeGrace.String()})
 	Expect(err).NotTo(HaveOccurred())
 	startTime = time.Since(begin)
 	cs, err = kubernetes.NewForConfig(cluster.Config)
@@ -131,8 +134,28 @@ func chartPackage() string {
 // helm runs the helm of go.mod's tool against the cluster, with its state (and its discovery cache,
 // else in ~/.kube/cache) in a folder of the test.
 func helm(ctx context.Context, args ...string) (string, error) {
+	return runHelm(ctx, "go", append([]string{"tool", "helm"}, args...)...)
+}
+
+// helm4 runs the Helm 4 CLI (`make helm4`: $HELM4, else bin/helm-v4*) as helm does the Helm 3 one.
+func helm4(ctx context.Context, args ...string) (string, error) {
+	bin := os.Getenv("HELM4")
+	if bin == "" {
+		found, _ := filepath.Glob(testutil.Path("bin", "helm-v4*"))
+		Expect(found).NotTo(BeEmpty(), "run make helm4")
+		bin = found[len(found)-1]
+	}
+	return runHelm(ctx, bin, args...)
+}
+
+func runHelm(ctx context.Context, bin string, args ...string) (string, error) {
 	home := GinkgoT().TempDir()
-	cmd := exec.CommandContext(ctx, "go", append([]string{"tool", "helm", "--kubeconfig=" + cluster.Kubeconfig}, args...)...)
+	if bin == "go" {
+		args = append(args[:2:2], append([]string{"--kubeconfig=" + cluster.Kubeconfig}, args[2:]...)...)
+	} else {
+		args = append([]string{"--kubeconfig=" + cluster.Kubeconfig}, args...)
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = testutil.RepoRoot()
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data",
 		"KUBECACHEDIR="+home+"/kube")

@@ -33,6 +33,12 @@ func counts(observed, healthy int) OmegaMatcher {
 	)
 }
 
+// remediating matches a status that counts that many nodes being remediated (the Remediating
+// printer column).
+func remediating(n int) OmegaMatcher {
+	return WithTransform(func(st remediationv1alpha1.NodeHealthCheckStatus) *int { return st.RemediatingNodes }, PointTo(Equal(n)))
+}
+
 var _ = Describe("NodeHealthCheck evaluation", func() {
 	It("selects nodes by label and sees a node move out at once", func(ctx SpecContext) {
 		group := e.Unique("g")
@@ -63,6 +69,8 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
 		st := e.Status(ctx, n)()
 		Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseRemediating))
+		// Listed, but no CR yet (only the nhc controller runs here): not counted as being remediated.
+		Expect(st).To(remediating(0))
 		Expect(st.Reason).To(ContainSubstring(sick.Name))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
 	})
@@ -139,6 +147,8 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 		n := e.NewNHC(ctx, group)
 		cr := e.NewCR(ctx, n, sick.Name)
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		// Listed as soon as it is unhealthy; counted once the cache holds its CR.
+		Eventually(e.Status(ctx, n)).Should(remediating(1))
 		// Detected also when its CR existed before the node was first listed (the remediation
 		// controller is often first).
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
@@ -152,10 +162,11 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			return st.UnhealthyNodes[0].ConditionsHealthyTimestamp
 		}).ShouldNot(BeNil())
 		Expect(e.Status(ctx, n)().UnhealthyNodes[0].ConditionsHealthyTimestamp.Time).To(Equal(e.Clock.Now()))
+		Expect(e.Status(ctx, n)()).To(remediating(1), "healthy again, its CR still there")
 
 		Expect(e.K8s.Delete(ctx, cr)).To(Succeed())
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(BeEmpty())
-		Eventually(e.Status(ctx, n)).Should(And(counts(3, 3), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
+		Eventually(e.Status(ctx, n)).Should(And(counts(3, 3), remediating(0), WithTransform(phaseOf, Equal(remediationv1alpha1.PhaseEnabled))))
 	})
 
 	It("lists a deleted node while its CR exists, then prunes its entry", func(ctx SpecContext) {

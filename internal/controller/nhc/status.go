@@ -80,6 +80,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(crs[node], oldEntries[node], stepOrder)})
 	}
 	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
+	st.RemediatingNodes = ptr.To(remediatingNodes(st.UnhealthyNodes))
 	slices.Sort(remediating)
 
 	disabled := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDisabled, Status: metav1.ConditionFalse,
@@ -123,6 +124,18 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 		st.LastUpdateTime = &metav1.Time{Time: now}
 	}
 	return st
+}
+
+// remediatingNodes counts the listed nodes that have CRs of this NodeHealthCheck: the nodes being
+// remediated (also those healthy again whose CRs are not deleted yet), not those held back.
+func remediatingNodes(nodes []remediationv1alpha1.UnhealthyNode) int {
+	n := 0
+	for _, u := range nodes {
+		if len(u.Remediations) > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // remediations lists the node's CRs for status in creation order (the API's timestamps have second
