@@ -32,13 +32,13 @@ func poolOfFour(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHea
 func outage(ctx context.Context) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
 	GinkgoHelper()
 	n, _, nodes := poolOfFour(ctx)
-		for _, node := range nodes[:3] {
-			e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
-		}
-		e.Step(ctx, 5*time.Minute)
-		for _, node := range nodes[:3] {
-			Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
-		}
+	for _, node := range nodes[:3] {
+		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
+	}
+	e.Step(ctx, 5*time.Minute)
+	for _, node := range nodes[:3] {
+		Eventually(heldBack(ctx, n, node.Name)).Should(BeTrue())
+	}
 	return n, nodes
 }
 
