@@ -256,6 +256,7 @@ func (g *Gate) SetOpenShift(openShift bool) {
 		changed := g.openShift != openShift || !g.reported[DetectorInfrastructure]
 		g.openShift = openShift
 		g.reported[DetectorInfrastructure] = true
+		g.setFindingState(DetectorInfrastructure, false)
 		delete(g.errs, DetectorInfrastructure)
 		return changed
 	})
@@ -267,6 +268,7 @@ func (g *Gate) SetMachineHealthChecks(m MachineHealthChecks) {
 		changed := g.mhc != m || !g.reported[DetectorMachineHealthCheck]
 		g.mhc = m
 		g.reported[DetectorMachineHealthCheck] = true
+		g.setFindingState(DetectorMachineHealthCheck, m.Conflict != "")
 		delete(g.errs, DetectorMachineHealthCheck)
 		return changed
 	})
@@ -280,10 +282,21 @@ func (g *Gate) SetClusterAPICoverage(coverage map[string]string) (previous map[s
 		changed := !sameCoverage(g.capi, coverage) || !g.reported[DetectorClusterAPIMachineHealthCheck]
 		g.capi = coverage
 		g.reported[DetectorClusterAPIMachineHealthCheck] = true
+		g.setFindingState(DetectorClusterAPIMachineHealthCheck, false)
 		delete(g.errs, DetectorClusterAPIMachineHealthCheck)
 		return changed
 	})
 	return previous
+}
+
+// setFindingState sets the state of a detector that reports a finding rather than signals, once it
+// has reported: closed when its finding holds every new remediation back (a conflicting
+// MachineHealthCheck disables the NodeHealthChecks), open otherwise (what it finds holds nodes one
+// by one, or nothing). A detector that is not enabled gets no state (no series).
+func (g *Gate) setFindingState(detector string, closed bool) {
+	if _, enabled := g.states[detector]; enabled {
+		g.states[detector] = stateOf(closed)
+	}
 }
 
 // MachineHealthChecks returns the MachineHealthCheck detector's last finding, and whether it has

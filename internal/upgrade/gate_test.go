@@ -221,8 +221,9 @@ func TestGateHoldsEachDetectorsState(t *testing.T) {
 	g.SetOpenShift(true)
 	want := map[string]DetectorState{DetectorClusterVersion: StateUnknown, DetectorClusterAPI: StateClosed, DetectorNodeRollout: StateOpen,
 		// On OpenShift the MachineConfig detector is on; the Infrastructure detector reports a finding,
-		// not signals, and keeps the state it was enabled with.
-		DetectorMachineConfig: StateOpen, DetectorInfrastructure: StateUnknown}
+		// not signals, and is open once it has (it never holds remediation back: before, it stayed
+		// unknown, and the chart's paused-for-long alert fired on every OpenShift cluster).
+		DetectorMachineConfig: StateOpen, DetectorInfrastructure: StateOpen}
 	if got := g.DetectorStates(); !maps.Equal(got, want) {
 		t.Fatalf("states %v, want %v", got, want)
 	}
@@ -232,7 +233,7 @@ func TestGateHoldsEachDetectorsState(t *testing.T) {
 	g.NodeSignals("one", []Signal{mc}, t0)
 	g.NodeSignals("two", []Signal{np, mc}, t0)
 	want = map[string]DetectorState{DetectorClusterVersion: StateOpen, DetectorClusterAPI: StateOpen, DetectorNodeRollout: StateClosed,
-		DetectorMachineConfig: StateClosed, DetectorInfrastructure: StateUnknown}
+		DetectorMachineConfig: StateClosed, DetectorInfrastructure: StateOpen}
 	if got := g.DetectorStates(); !maps.Equal(got, want) {
 		t.Fatalf("states %v, want %v", got, want)
 	}
@@ -279,5 +280,31 @@ func TestGateNodeSinceReadsWhatNodeSignalsRecorded(t *testing.T) {
 	g.ForgetNodeSignals("one")
 	if got := g.NodeSince("one", []Signal{np}, t0.Add(4*time.Hour)); !got[0].Since.Equal(t0.Add(4 * time.Hour)) {
 		t.Fatalf("forgotten: begins now: %+v", got)
+	}
+}
+
+// The detectors that report findings rather than signals leave "unknown" once they have reported:
+// a conflicting MachineHealthCheck holds every remediation back (closed), coverage holds nodes one
+// by one (open). A detector that is not enabled has no state.
+func TestGateFindingStates(t *testing.T) {
+	g := NewGate(false)
+	g.Expect(DetectorMachineHealthCheck)
+	g.Expect(DetectorClusterAPIMachineHealthCheck)
+	g.Discovered()
+	if got := g.DetectorStates(); got[DetectorMachineHealthCheck] != StateUnknown || got[DetectorClusterAPIMachineHealthCheck] != StateUnknown {
+		t.Fatalf("before they report: %v", got)
+	}
+	g.SetMachineHealthChecks(MachineHealthChecks{Conflict: "openshift-machine-api/workers"})
+	g.SetClusterAPICoverage(map[string]string{"n1": "default/mhc"})
+	if got := g.DetectorStates(); got[DetectorMachineHealthCheck] != StateClosed || got[DetectorClusterAPIMachineHealthCheck] != StateOpen {
+		t.Fatalf("a conflict and a coverage: %v", got)
+	}
+	g.SetMachineHealthChecks(MachineHealthChecks{})
+	if got := g.DetectorStates()[DetectorMachineHealthCheck]; got != StateOpen {
+		t.Fatalf("the conflict is gone: %v", got)
+	}
+	g.SetOpenShift(true)
+	if _, on := g.DetectorStates()[DetectorInfrastructure]; on {
+		t.Fatal("the Infrastructure detector is not enabled here and has no state")
 	}
 }
