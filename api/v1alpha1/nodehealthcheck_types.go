@@ -139,6 +139,20 @@ type NodeHealthCheckSpec struct {
 	// (as the public operator). An extension of this operator.
 	// +optional
 	RepairBudget *RepairBudget `json:"repairBudget,omitempty"`
+
+	// MaxInFlight, when set, limits how many selected nodes are under remediation at once, apart
+	// from minHealthy and maxUnhealthy: an absolute number (at least 1) or a percentage (1-100%,
+	// rounded up, at least one node) of the selected nodes. An unhealthy node beyond the limit waits
+	// (skip reason RemediationsInFlight) until a remediation ends; the node that became unhealthy
+	// first goes first. Running remediations escalate as usual. Unset: no limit (as the public
+	// operator). An extension of this operator.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:Pattern="^((100|[1-9][0-9]?)%|[0-9]+)$"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? (!self.matches('^[0-9]{1,10}$') || (int(self) >= 1 && int(self) <= 2147483647)) : self <= 2147483647",message="must be at least 1 and at most 2147483647"
+	MaxInFlight *intstr.IntOrString `json:"maxInFlight,omitempty"`
 }
 
 // RepairBudget limits how often one node is remediated (Cluster API's KubeadmControlPlane

@@ -3,6 +3,7 @@ package health
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
@@ -54,4 +55,21 @@ func scaled(v *intstr.IntOrString, total int) (int, error) {
 		return 0, fmt.Errorf("%s must not be negative", v)
 	}
 	return n, nil
+}
+
+// InFlightLimit resolves spec.maxInFlight against the number of selected nodes: a count, or a
+// percentage rounded up; at least one node whatever the percentage, so that a small pool is not
+// stopped by rounding.
+func InFlightLimit(total int, maxInFlight *intstr.IntOrString) (int, error) {
+	m, err := scaled(maxInFlight, total)
+	if err != nil {
+		return 0, fmt.Errorf("maxInFlight: %w", err)
+	}
+	if m < 1 {
+		if maxInFlight.Type == intstr.Int || !strings.HasSuffix(maxInFlight.StrVal, "%") {
+			return 0, fmt.Errorf("maxInFlight %s: must be at least 1", maxInFlight)
+		}
+		m = 1
+	}
+	return m, nil
 }

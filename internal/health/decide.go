@@ -117,6 +117,9 @@ const (
 	// SkipClockSkew: the manager's clock is too far from the API server's to judge durations
 	// (a Blocker).
 	SkipClockSkew SkipReason = "ClockSkew"
+	// SkipInFlight: spec.maxInFlight nodes are under remediation already; the node waits until one
+	// ends (the node that became unhealthy first goes first).
+	SkipInFlight SkipReason = "RemediationsInFlight"
 )
 
 // Blocker keeps new remediations from starting, and running ones from escalating; running ones
@@ -167,6 +170,9 @@ type Input struct {
 	// RepairBudget limits how often one node is remediated (nil: no limit): a node whose Repairs
 	// fill it gets no new remediation until the oldest counted one leaves the window.
 	RepairBudget *RepairBudget
+	// MaxInFlight limits how many selected nodes are under remediation at once (nil: no limit): a
+	// count, or a percentage of the selected nodes rounded up (at least one).
+	MaxInFlight *intstr.IntOrString
 }
 
 // Action is what to do about one node.
@@ -451,7 +457,46 @@ func Decide(in Input) Decision {
 			nd.Step = first
 		}
 	}
+	if in.MaxInFlight != nil {
+		limitInFlight(in, &d, skip)
+	}
 	return d
+}
+
+// limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already
+// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go in
+// the order their nodes became unhealthy (then by name), and the others wait. An invalid limit
+// starts nothing.
+func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, string)) {
+	limit, err := InFlightLimit(len(in.Nodes), in.MaxInFlight)
+	running := 0
+	var starts []*NodeDecision
+	for i := range d.Nodes {
+		switch nd := &d.Nodes[i]; nd.Action {
+		case ContinueRemediation, HealthyDelayed:
+			running++
+		case StartRemediation:
+			starts = append(starts, nd)
+		}
+	}
+	slices.SortStableFunc(starts, func(a, b *NodeDecision) int {
+		if c := a.Health.UnhealthySince.Compare(b.Health.UnhealthySince); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, nd := range starts {
+		switch {
+		case err != nil:
+			skip(nd, SkipInvalidBudget, err.Error())
+		case running >= limit:
+			skip(nd, SkipInFlight, fmt.Sprintf("%d of at most %d selected nodes are under remediation (maxInFlight %s); node %s waits until one ends, "+
+				"the nodes that became unhealthy first going first", running, limit, in.MaxInFlight.String(), nd.Name))
+			nd.Step = nil
+		default:
+			running++
+		}
+	}
 }
 
 // acts reports whether a node decision creates a CR or times one out now.

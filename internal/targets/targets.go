@@ -367,6 +367,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		}
 	}
 	in.RepairBudget = repairBudget(spec)
+	in.MaxInFlight = spec.MaxInFlight
 	s.realRepairs, s.simulatedRepairs = map[string][]time.Time{}, map[string][]time.Time{}
 	for _, n := range r.nodes {
 		var repairs []time.Time

@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -229,6 +230,15 @@ func TestOptionSets(t *testing.T) {
 			}
 		}
 		checkDefaultSelector(t, nhc)
+		if strings.Contains(y, "maxInFlight") {
+			t.Errorf("the default NodeHealthCheck has no in-flight limit unless set:\n%s", y)
+		}
+		for _, v := range []any{2, "10%"} {
+			limited := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "maxInFlight": v}}).get("NodeHealthCheck", "nhc-worker-default")
+			if got, _, _ := unstructured.NestedFieldNoCopy(limited.Object, "spec", "maxInFlight"); fmt.Sprint(got) != fmt.Sprint(v) {
+				t.Errorf("defaultNodeHealthCheck.maxInFlight %v: spec.maxInFlight %v (%T)", v, got, got)
+			}
+		}
 		custom := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "selector": map[string]any{
 			"matchExpressions": []any{map[string]any{"key": "node-role.kubernetes.io/worker", "operator": "Exists"}}}}}).get("NodeHealthCheck", "nhc-worker-default")
 		if y := toYAML(t, custom); !strings.Contains(y, "key: node-role.kubernetes.io/worker") || strings.Contains(y, "node-role.kubernetes.io/master") {
@@ -304,6 +314,8 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an issuer without cert-manager", map[string]any{"certManager": map[string]any{"enabled": false, "issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"an issuer where cert-manager is not served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
+		{"a maxInFlight of 0", map[string]any{"defaultNodeHealthCheck": map[string]any{"maxInFlight": 0}}, "maxInFlight"},
+		{`a maxInFlight of "0%"`, map[string]any{"defaultNodeHealthCheck": map[string]any{"maxInFlight": "0%"}}, "maxInFlight"},
 		{"a repair budget without a window", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 3}}}, "window"},
 		{"a repair budget of no remediation", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 0, "window": "1h"}}}, "maxRemediations"},
 		{"a repair budget window that is not a duration", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 3, "window": "a day"}}}, "window"},

@@ -67,6 +67,16 @@ func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList
 			errs = append(errs, validateMaxDuration(d, p.Child("window"))...)
 		}
 	}
+	if m := spec.MaxInFlight; m != nil {
+		p := specPath.Child("maxInFlight")
+		if errs2 := validateIntOrPercent(m, p); len(errs2) > 0 {
+			errs = append(errs, errs2...)
+		} else if m.Type == intstr.Int && m.IntVal < 1 {
+			errs = append(errs, field.Invalid(p, m.IntVal, inFlightZero))
+		} else if m.Type == intstr.String && (m.StrVal == "0%" || numberRE.MatchString(m.StrVal) && strings.TrimLeft(m.StrVal, "0") == "") {
+			errs = append(errs, field.Invalid(p, m.StrVal, inFlightZero))
+		}
+	}
 	// healthyDelay may be negative: it then waits for manual confirmation.
 	if spec.HealthyDelay != nil {
 		if d := spec.HealthyDelay.Duration; d < -remediationv1alpha1.MaxDuration || d > remediationv1alpha1.MaxDuration {
@@ -175,6 +185,9 @@ func validateBudget(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorLi
 // validateIntOrPercent accepts a non-negative integer, a numeric string such as "3" (an integer of at
 // most ten digits), or a whole percentage from 0% to 100%; integers at most MaxBudget. (An integer
 // above it cannot reach the webhook: it does not decode into the int32 of IntOrString.)
+// inFlightZero refuses a maxInFlight of 0 or 0%, which would start no remediation at all.
+const inFlightZero = "must be at least 1 (or 1%): 0 would start no remediation; pauseRequests stops remediation"
+
 func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
 	if v == nil {
 		return nil

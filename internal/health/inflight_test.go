@@ -1,0 +1,87 @@
+package health
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// TestMaxInFlight: at most spec.maxInFlight selected nodes are under remediation at once; the
+// running ones count first, the starts go in the order their nodes became unhealthy, the others
+// wait with the reason RemediationsInFlight; escalation is not limited.
+func TestMaxInFlight(t *testing.T) {
+	healthy := func(name string) Node { return node(name, false, ready(corev1.ConditionTrue, time.Hour)) }
+	sick := func(name string, since time.Duration) Node { return node(name, false, ready(corev1.ConditionUnknown, since)) }
+	running := func(name string) Node { return node(name, true, ready(corev1.ConditionUnknown, time.Hour)) }
+	pool := func(extra ...Node) []Node {
+		var out []Node
+		for i := range 10 {
+			out = append(out, healthy(fmt.Sprintf("h%d", i)))
+		}
+		return append(out, extra...)
+	}
+	two, pct := intstr.FromInt32(2), intstr.FromString("10%")
+	zero, tiny := intstr.FromInt32(0), intstr.FromString("1%")
+	minHealthy := intstr.FromInt32(1)
+	tests := []struct {
+		name     string
+		max      *intstr.IntOrString
+		nodes    []Node
+		started  []string
+		inFlight []string // skipped for RemediationsInFlight
+		reason   SkipReason
+	}{
+		{name: "unset: every start", nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute), sick("c", 30*time.Minute)),
+			started: []string{"a", "b", "c"}},
+		{name: "two: the nodes that failed first", max: &two, nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute), sick("c", 30*time.Minute)),
+			started: []string{"b", "c"}, inFlight: []string{"a"}},
+		{name: "same time: by name", max: &two, nodes: pool(sick("z", 10*time.Minute), sick("y", 10*time.Minute), sick("x", 10*time.Minute)),
+			started: []string{"x", "y"}, inFlight: []string{"z"}},
+		{name: "running ones count first", max: &two, nodes: pool(running("r"), sick("a", 10*time.Minute), sick("b", 20*time.Minute)),
+			started: []string{"b"}, inFlight: []string{"a"}},
+		{name: "full: nothing starts", max: &two, nodes: pool(running("r"), running("s"), sick("a", 10*time.Minute)),
+			inFlight: []string{"a"}},
+		{name: "a percentage rounds up: 10% of 13 is 2", max: &pct, nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute), sick("c", 30*time.Minute)),
+			started: []string{"b", "c"}, inFlight: []string{"a"}},
+		{name: "a small percentage still lets one go", max: &tiny, nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute)),
+			started: []string{"b"}, inFlight: []string{"a"}},
+		{name: "zero is invalid: nothing starts", max: &zero, nodes: pool(sick("a", 10*time.Minute)), reason: SkipInvalidBudget},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, MaxInFlight: tc.max}
+			d := Decide(in)
+			checkDecision(t, d, tc.nodes, now)
+			got := d.Started()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.started) {
+				t.Fatalf("started %v, want %v", got, tc.started)
+			}
+			var waiting []string
+			for _, n := range d.Skipped() {
+				switch {
+				case n.SkipReason == SkipInFlight:
+					waiting = append(waiting, n.Name)
+					if !strings.Contains(n.SkipMessage, "maxInFlight "+tc.max.String()) || n.Step != nil {
+						t.Fatalf("%s: %s, step %v", n.Name, n.SkipMessage, n.Step)
+					}
+				case n.SkipReason != tc.reason:
+					t.Fatalf("%s skipped for %s: %s", n.Name, n.SkipReason, n.SkipMessage)
+				}
+			}
+			if !slices.Equal(waiting, tc.inFlight) {
+				t.Fatalf("waiting for a remediation to end: %v, want %v", waiting, tc.inFlight)
+			}
+			for _, n := range d.Nodes {
+				if n.Action == ContinueRemediation && n.SkipReason != "" {
+					t.Fatalf("running remediation of %s held: %s", n.Name, n.SkipReason)
+				}
+			}
+		})
+	}
+}
