@@ -16,7 +16,9 @@ import (
 // wait with the reason RemediationsInFlight; escalation is not limited.
 func TestMaxInFlight(t *testing.T) {
 	healthy := func(name string) Node { return node(name, false, ready(corev1.ConditionTrue, time.Hour)) }
-	sick := func(name string, since time.Duration) Node { return node(name, false, ready(corev1.ConditionUnknown, since)) }
+	sick := func(name string, since time.Duration) Node {
+		return node(name, false, ready(corev1.ConditionUnknown, since))
+	}
 	running := func(name string) Node { return node(name, true, ready(corev1.ConditionUnknown, time.Hour)) }
 	pool := func(extra ...Node) []Node {
 		var out []Node

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -143,6 +144,13 @@ var kinds = []moveKind{
 			return move{Kind: "dry-run", NHC: pick(w, dry), On: false}, true
 		}
 		return move{Kind: "dry-run", NHC: pick(w, w.cur.nhcNames()), On: true}, w.oneIn(3)
+	}},
+	// Issue 28: a bound on the remediations in flight, set and removed.
+	{"in-flight", "in-flight <nhc> <n>|off", 3, func(w *world) (move, bool) {
+		if limited := w.nhcs(func(h *nhc) bool { return h.Spec.MaxInFlight != nil }); len(limited) > 0 && w.rng.IntN(2) == 0 {
+			return move{Kind: "in-flight", NHC: pick(w, limited)}, true
+		}
+		return move{Kind: "in-flight", NHC: pick(w, w.cur.nhcNames()), Count: pick(w, []int{1, 2})}, true
 	}},
 	{"skew", "skew <offset>", 4, func(w *world) (move, bool) {
 		if w.cur.skewed() {
@@ -331,6 +339,11 @@ func (m move) String() string {
 		return "dry-run " + m.NHC + " off"
 	case "skew":
 		return "skew " + m.D.String()
+	case "in-flight":
+		if m.Count == 0 {
+			return "in-flight " + m.NHC + " off"
+		}
+		return fmt.Sprintf("in-flight %s %d", m.NHC, m.Count)
 	}
 	return m.Kind + " " + strings.Join(m.Nodes, ",")
 }
@@ -425,6 +438,15 @@ func parseMove(f []string) (move, error) {
 		}
 	case "unpoison", "restart", "leader-change", "drop-watches", "apiserver-restart", "kill":
 		err = want(0)
+	case "in-flight":
+		if err = want(2); err == nil && args[1] != "off" {
+			m.NHC = args[0]
+			if m.Count, err = strconv.Atoi(args[1]); err == nil && m.Count < 1 {
+				err = fmt.Errorf("want at least 1, or off")
+			}
+		} else if err == nil {
+			m.NHC = args[0]
+		}
 	case "dry-run":
 		if err = want(2); err == nil {
 			m.NHC, m.On = args[0], args[1] == "on"
@@ -535,6 +557,14 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 		return desc, w.deleteNode(ctx, name)
 	case "reset-budget":
 		return w.resetBudget(ctx, name)
+	case "in-flight":
+		if m.Count == 0 {
+			w.cur.NHCs[m.NHC].Spec.MaxInFlight = nil
+			return m.NHC + ": no spec.maxInFlight", w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"maxInFlight": nil}})
+		}
+		limit := intstr.FromInt(m.Count)
+		w.cur.NHCs[m.NHC].Spec.MaxInFlight = &limit
+		return fmt.Sprintf("%s: spec.maxInFlight=%d", m.NHC, m.Count), w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"maxInFlight": m.Count}})
 	case "dry-run":
 		w.cur.NHCs[m.NHC].Spec.DryRun = m.On
 		return fmt.Sprintf("%s: spec.dryRun=%v", m.NHC, m.On), w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"dryRun": m.On}})

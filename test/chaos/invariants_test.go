@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -77,6 +78,10 @@ const (
 	// (its annotations, which its kubelet can write) chooses neither which host Metal3 reboots nor
 	// which nodes count as control plane.
 	invMachine = "machine-owner-is-node"
+	// invInFlight: a NodeHealthCheck's remediation of a node starts only while fewer than its
+	// spec.maxInFlight other nodes it selects are unhealthy with its live CRs, in some state of the
+	// step (an upper bound of the nodes the decision counts as under remediation).
+	invInFlight = "max-in-flight"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -189,6 +194,8 @@ type checkerStats struct {
 	// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
 	// budgetHeld the node-checks at which a node due was held back by its repair budget.
 	escalations, heldRunning, deletions, budgetHeld int
+	// inFlightHeld are the node-checks at which a node due waited for spec.maxInFlight.
+	inFlightHeld int
 	// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
 	// claimed another Machine or none (before or after the step).
 	machineOwned, claimedElsewhere int
@@ -361,6 +368,7 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		}
 		k.starts = append(k.starts, c)
 		k.checkRepairBudget(c, states, report)
+		k.checkInFlight(c, states, crs, report)
 	}
 	firstStep := allStates(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template })
 	if !first || !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template }) {
@@ -400,6 +408,32 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 			}
 		}
 	}
+}
+
+// checkInFlight judges a first CR against spec.maxInFlight: within the limit in some state of the
+// step, counting the other selected nodes that are not Ready and have a live CR of the owner when
+// it was created.
+func (k *checker) checkInFlight(c *crRecord, states []*state, crs []*crRecord, report func(string, string, ...any)) {
+	var details []string
+	for _, s := range states {
+		sh := s.NHCs[c.Owner]
+		if sh.Spec.MaxInFlight == nil {
+			return
+		}
+		limit := sh.Spec.MaxInFlight.IntValue()
+		running := 0
+		for _, name := range s.selected(sh) {
+			if name != c.Node && s.Nodes[name].Ready != corev1.ConditionTrue &&
+				slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
+				running++
+			}
+		}
+		if running < limit {
+			return
+		}
+		details = append(details, fmt.Sprintf("%d nodes under remediation, maxInFlight %d", running, limit))
+	}
+	report(invInFlight, "%s started a remediation beyond spec.maxInFlight in every state of the step: %s", c, strings.Join(details, "; "))
 }
 
 // appearedAt returns the step in which a CR appeared, from the check RVs.
@@ -495,6 +529,17 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			return l.Node == node && l.Holder != holder && cur.Now.Before(l.Expires)
 		})
 	}
+	// remediating counts the nodes with live CRs of the NodeHealthCheck (at least those the
+	// decision counts under remediation).
+	remediating := func(owner string) int {
+		nodes := map[string]bool{}
+		for _, c := range snap.CRs {
+			if c.Owner == owner && c.liveAt(snap.RV) {
+				nodes[c.Node] = true
+			}
+		}
+		return len(nodes)
+	}
 	for _, hn := range cur.nhcNames() {
 		h := cur.NHCs[hn]
 		selected := cur.selected(h)
@@ -514,6 +559,10 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			// The returning-node hold: the threshold must hold without the nodes that just came back.
 			owed := cur.whyNotDue(h, n) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
+			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
+				k.stats.inFlightHeld++
+				owed = false // it waits for a remediation to end
+			}
 			if owed && budgetMayBeExhausted(h, n, cur.Now, snap.CRs) {
 				k.stats.budgetHeld++
 				owed = false

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // The checker on crafted histories, without an API server: every invariant catches a violation
@@ -821,4 +822,39 @@ func TestCheckerMachineOwner(t *testing.T) {
 		h.cr("w06", "workers", 10)
 		expect(t, h.check())
 	})
+}
+
+func TestCheckerInFlight(t *testing.T) {
+	one := intstr.FromInt32(1)
+	h := newHistory(t)
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.MaxInFlight = &one
+		h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		h.fail(s, "w02", corev1.ConditionFalse, time.Hour)
+	})
+	h.cr("w01", "workers", 10)
+	expect(t, h.check())
+	// w02 waits for w01's remediation: not owed meanwhile.
+	for range livenessSteps {
+		h.step(nil)
+		expect(t, h.check())
+	}
+	h.step(nil)
+	h.cr("w02", "workers", 10)
+	expect(t, h.check(), invInFlight)
+
+	// Once w01 is back (its CR still there), w02 may start.
+	h = newHistory(t)
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.MaxInFlight = &one
+		h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		h.fail(s, "w02", corev1.ConditionFalse, time.Hour)
+	})
+	h.cr("w01", "workers", 10)
+	expect(t, h.check())
+	h.step(func(s *state) {
+		setNode(s, "w01", func(n *node) { n.Ready, n.Since, n.HealthyFrom = corev1.ConditionTrue, s.Now, s.Step })
+	})
+	h.cr("w02", "workers", 10)
+	expect(t, h.check())
 }
