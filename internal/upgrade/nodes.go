@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
 // MachineConfigUpdating returns the MachineConfig signal when the Machine Config Operator is updating
@@ -29,7 +30,9 @@ const maxNamedNodes = 3
 
 // RollingUpgrade returns the node rolling-upgrade signal when the nodes run kubelets of at least two
 // minor versions and at least one of them is cordoned: the pattern of a node-by-node upgrade (drain,
-// upgrade, uncordon). Kubelet versions that do not parse are ignored.
+// upgrade, uncordon). A node a remediator has tainted (fenced, out of service) is cordoned by the
+// remediation, not by an upgrade, and does not count. Kubelet versions that do not parse are
+// ignored.
 func RollingUpgrade(nodes []*corev1.Node) *Signal {
 	count := map[string]int{}
 	var cordoned []string
@@ -37,7 +40,7 @@ func RollingUpgrade(nodes []*corev1.Node) *Signal {
 		if v, err := version.ParseGeneric(n.Status.NodeInfo.KubeletVersion); err == nil {
 			count[fmt.Sprintf("%d.%d", v.Major(), v.Minor())]++
 		}
-		if n.Spec.Unschedulable {
+		if n.Spec.Unschedulable && !nodetaints.UnderRemediation(n) {
 			cordoned = append(cordoned, n.Name)
 		}
 	}

@@ -61,6 +61,8 @@ func TestRollingUpgrade(t *testing.T) {
 		{"minor 10 sorts after 9", []*corev1.Node{node("a", "v1.10.0", true), node("b", "v1.9.1", false)}, "1.9 (1), 1.10 (1)"},
 		{"distribution suffixes", []*corev1.Node{node("a", "v1.31.4+k3s1", true), node("b", "v1.30.2-eks-1", false)}, "1.30 (1), 1.31 (1)"},
 		{"unparsable versions are ignored", []*corev1.Node{node("a", "", true), node("b", "v1.37.2", false), node("c", "garbage", false)}, ""},
+		{"cordoned by a remediator: no upgrade", []*corev1.Node{node("a", "v1.38.0", false), fenced(node("b", "v1.37.2", true)), node("c", "v1.37.2", false)}, ""},
+		{"one cordoned by a remediator, one by an upgrade", []*corev1.Node{node("a", "v1.38.0", true), fenced(node("b", "v1.37.2", true))}, "and a is cordoned"},
 		{"many cordoned are counted", []*corev1.Node{node("a", "v1.38.0", true), node("b", "v1.37.2", true), node("c", "v1.37.2", true),
 			node("d", "v1.37.2", true), node("e", "v1.37.2", true)}, "a, b, c and 2 more are cordoned"},
 	}
@@ -93,4 +95,10 @@ func TestLeftToMachineHealthCheck(t *testing.T) {
 	if LeftToMachineHealthCheck(MachineHealthChecks{Terminating: corev1.ConditionFalse}, terminating) {
 		t.Error("the MachineHealthCheck's condition status must match")
 	}
+}
+
+// fenced taints the node as self-node-remediation does.
+func fenced(n *corev1.Node) *corev1.Node {
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "medik8s.io/remediation", Value: "self-node-remediation", Effect: corev1.TaintEffectNoExecute})
+	return n
 }

@@ -2,15 +2,18 @@ package watch
 
 import (
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
 // NodeChangePredicate passes node creations and deletions, and updates that change what decisions
-// read: labels, annotations, a condition's type, status or transition time, cordoning, or the
-// kubelet version. A heartbeat, which only moves lastHeartbeatTime, passes nothing.
+// read: labels, annotations, a condition's type, status or transition time, cordoning, the taints
+// the cache keeps (TrimNode), or the kubelet version. A heartbeat, which only moves lastHeartbeatTime, passes nothing.
 func NodeChangePredicate() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -23,6 +26,7 @@ func NodeChangePredicate() predicate.Predicate {
 				!maps.Equal(oldNode.Annotations, newNode.Annotations) ||
 				oldNode.Spec.Unschedulable != newNode.Spec.Unschedulable ||
 				oldNode.Status.NodeInfo.KubeletVersion != newNode.Status.NodeInfo.KubeletVersion ||
+				!slices.EqualFunc(oldNode.Spec.Taints, newNode.Spec.Taints, func(a, b corev1.Taint) bool { return a.Key == b.Key && a.Effect == b.Effect }) ||
 				!sameConditions(oldNode.Status.Conditions, newNode.Status.Conditions)
 		},
 	}
@@ -41,9 +45,10 @@ func sameConditions(a, b []corev1.NodeCondition) bool {
 }
 
 // TrimNode is a cache transform that keeps of a Node only what decisions read (metadata without
-// managed fields, cordoning, the conditions without messages, and the kubelet version), so the node
-// cache stays small on large clusters. Taints are dropped: nothing reads them, and the node
-// lifecycle adds two to every node that fails.
+// managed fields, cordoning, the conditions without messages, the kubelet version, and the taints
+// that say who removes the node or that a remediator fenced it, nodetaints.Keep), so the node
+// cache stays small on large clusters. Other taints are dropped: the node lifecycle adds two to
+// every node that fails.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -52,6 +57,11 @@ func TrimNode(obj any) (any, error) {
 	trimmed := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: n.ObjectMeta}
 	trimmed.ManagedFields = nil
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
+	for _, t := range n.Spec.Taints {
+		if nodetaints.Keep(t) {
+			trimmed.Spec.Taints = append(trimmed.Spec.Taints, t)
+		}
+	}
 	trimmed.Status.Conditions = n.Status.Conditions
 	trimmed.Status.NodeInfo.KubeletVersion = n.Status.NodeInfo.KubeletVersion
 	for i := range trimmed.Status.Conditions {

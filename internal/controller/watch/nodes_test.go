@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
 func testNode() *corev1.Node {
@@ -76,5 +78,20 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 	}
 	if trimmed.ManagedFields != nil || trimmed.Spec.Taints != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
 		t.Errorf("kept what decisions do not read: %+v", trimmed)
+	}
+
+	// The taints that say who removes the node, or that a remediator fenced it, are kept.
+	n = testNode()
+	n.Spec.Taints = []corev1.Taint{{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute},
+		{Key: nodetaints.ClusterAutoscaler, Effect: corev1.TaintEffectNoSchedule}, {Key: nodetaints.OutOfService, Effect: corev1.TaintEffectNoExecute}}
+	out, _ = TrimNode(n)
+	if got := out.(*corev1.Node).Spec.Taints; len(got) != 2 || got[0].Key != nodetaints.ClusterAutoscaler || got[1].Key != nodetaints.OutOfService {
+		t.Errorf("taints kept: %+v", got)
+	}
+	// Their changes reach the controllers.
+	old, tainted := n.DeepCopy(), n.DeepCopy()
+	old.Spec.Taints = nil
+	if !NodeChangePredicate().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tainted}) {
+		t.Error("a removal taint added must pass")
 	}
 }
