@@ -153,6 +153,15 @@ type NodeHealthCheckSpec struct {
 	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1"
 	// +kubebuilder:validation:XValidation:rule="type(self) == string ? (!self.matches('^[0-9]{1,10}$') || (int(self) >= 1 && int(self) <= 2147483647)) : self <= 2147483647",message="must be at least 1 and at most 2147483647"
 	MaxInFlight *intstr.IntOrString `json:"maxInFlight,omitempty"`
+
+	// SkipNodesBeingRemoved, when true, starts no remediation of a node that is being removed: one
+	// the cluster autoscaler (taint ToBeDeletedByClusterAutoscaler), Karpenter (karpenter.sh/disrupted)
+	// or the cloud provider (node.cloudprovider.kubernetes.io/shutdown) has tainted. Such a node is
+	// listed with skip reason NodeBeingRemoved; running remediations continue. The remediators' own
+	// taints never count. Unset or false: such nodes are remediated (as the public operator). An
+	// extension of this operator.
+	// +optional
+	SkipNodesBeingRemoved bool `json:"skipNodesBeingRemoved,omitempty"`
 }
 
 // RepairBudget limits how often one node is remediated (Cluster API's KubeadmControlPlane

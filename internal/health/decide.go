@@ -44,6 +44,9 @@ type Node struct {
 	// Repairs are when the node's remediations started, as far as the repair budget counts them
 	// (recorded in status, the running one's, after the node's reset annotation).
 	Repairs []time.Time
+	// BeingRemovedBy says who is removing the node (nodetaints.BeingRemoved), "" when nobody is; only
+	// set where spec.skipNodesBeingRemoved is: no new remediation of it starts.
+	BeingRemovedBy string
 	// Created is when the node object was created (zero: not known). A healthy node whose
 	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
 	// one that turned healthy sooner joined the cluster.
@@ -120,6 +123,9 @@ const (
 	// SkipInFlight: spec.maxInFlight nodes are under remediation already; the node waits until one
 	// ends (the node that became unhealthy first goes first).
 	SkipInFlight SkipReason = "RemediationsInFlight"
+	// SkipBeingRemoved: the node is being removed (the cluster autoscaler, Karpenter, the cloud
+	// provider) and spec.skipNodesBeingRemoved is set.
+	SkipBeingRemoved SkipReason = "NodeBeingRemoved"
 )
 
 // Blocker keeps new remediations from starting, and running ones from escalating; running ones
@@ -432,6 +438,8 @@ func Decide(in Input) Decision {
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
+		case n.BeingRemovedBy != "":
+			skip(nd, SkipBeingRemoved, fmt.Sprintf("node %s is being removed by %s", n.Name, n.BeingRemovedBy))
 		case n.Excluded:
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):

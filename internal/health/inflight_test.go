@@ -87,3 +87,31 @@ func TestMaxInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestNodesBeingRemoved: a node someone removes gets no new remediation where
+// spec.skipNodesBeingRemoved set BeingRemovedBy; its running remediation continues.
+func TestNodesBeingRemoved(t *testing.T) {
+	minHealthy := intstr.FromInt32(1)
+	removed := node("removed", false, ready(corev1.ConditionUnknown, time.Hour))
+	removed.BeingRemovedBy = "Karpenter (taint karpenter.sh/disrupted)"
+	running := node("running", true, ready(corev1.ConditionUnknown, time.Hour))
+	running.BeingRemovedBy = "the cluster autoscaler (taint ToBeDeletedByClusterAutoscaler)"
+	nodes := []Node{node("h1", false, ready(corev1.ConditionTrue, time.Hour)), node("h2", false, ready(corev1.ConditionTrue, time.Hour)),
+		removed, running, node("sick", false, ready(corev1.ConditionUnknown, time.Hour))}
+	d := Decide(Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy})
+	checkDecision(t, d, nodes, now)
+	if got := d.Started(); !slices.Equal(got, []string{"sick"}) {
+		t.Fatalf("started %v, want [sick]", got)
+	}
+	byName := map[string]NodeDecision{}
+	for _, n := range d.Nodes {
+		byName[n.Name] = n
+	}
+	r := byName["removed"]
+	if r.SkipReason != SkipBeingRemoved || !strings.Contains(r.SkipMessage, "node removed is being removed by Karpenter") {
+		t.Fatalf("removed: %s %s", r.SkipReason, r.SkipMessage)
+	}
+	if c := byName["running"]; c.Action != ContinueRemediation || c.SkipReason != "" {
+		t.Fatalf("running: %v %s", c.Action, c.SkipReason)
+	}
+}

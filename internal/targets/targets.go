@@ -22,6 +22,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
@@ -386,6 +387,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			Repairs:      repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
+		}
+		if spec.SkipNodesBeingRemoved {
+			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}

@@ -230,6 +230,13 @@ func TestOptionSets(t *testing.T) {
 			}
 		}
 		checkDefaultSelector(t, nhc)
+		if strings.Contains(y, "skipNodesBeingRemoved") {
+			t.Errorf("the default NodeHealthCheck remediates nodes being removed unless set:\n%s", y)
+		}
+		skipping := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "skipNodesBeingRemoved": true}}).get("NodeHealthCheck", "nhc-worker-default")
+		if got, _, _ := unstructured.NestedBool(skipping.Object, "spec", "skipNodesBeingRemoved"); !got {
+			t.Error("defaultNodeHealthCheck.skipNodesBeingRemoved does not set spec.skipNodesBeingRemoved")
+		}
 		if strings.Contains(y, "maxInFlight") {
 			t.Errorf("the default NodeHealthCheck has no in-flight limit unless set:\n%s", y)
 		}

@@ -7,8 +7,10 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
 var _ = Describe("spec.maxInFlight", func() {
@@ -34,5 +36,40 @@ var _ = Describe("spec.maxInFlight", func() {
 		e.SetReady(ctx, first, corev1.ConditionTrue, 0)
 		Eventually(e.TestCRs(ctx, first.Name)).Should(BeEmpty())
 		Eventually(e.TestCRs(ctx, second.Name)).Should(HaveLen(1))
+	})
+})
+
+var _ = Describe("spec.skipNodesBeingRemoved", func() {
+	It("starts no remediation of a node the autoscaler is removing, and does once the taint is gone; off, it remediates", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 4 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		removed := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		removed.Spec.Taints = []corev1.Taint{{Key: nodetaints.ClusterAutoscaler, Effect: corev1.TaintEffectNoSchedule}}
+		Expect(e.K8s.Update(ctx, removed)).To(Succeed())
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.SkipNodesBeingRemoved = true })
+		Eventually(heldBack(ctx, n, removed.Name)).Should(BeTrue())
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring(
+			"node %s is being removed by the cluster autoscaler (taint %s)", removed.Name, nodetaints.ClusterAutoscaler))
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, removed.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		By("the autoscaler gives the node up: it is remediated")
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(removed), removed)).To(Succeed())
+		removed.Spec.Taints = nil
+		Expect(e.K8s.Update(ctx, removed)).To(Succeed())
+		Eventually(e.TestCRs(ctx, removed.Name)).Should(HaveLen(1))
+
+		By("without the option, a node being removed is remediated, as by the public operator")
+		other := e.Unique("g")
+		for range 4 {
+			e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
+		}
+		karpenter := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
+		karpenter.Spec.Taints = []corev1.Taint{{Key: nodetaints.Karpenter, Effect: corev1.TaintEffectNoSchedule}}
+		Expect(e.K8s.Update(ctx, karpenter)).To(Succeed())
+		e.NewNHC(ctx, other)
+		Eventually(e.TestCRs(ctx, karpenter.Name)).Should(HaveLen(1))
 	})
 })
