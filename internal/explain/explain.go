@@ -28,6 +28,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -67,7 +68,14 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	if err != nil {
 		return nil, err
 	}
-	gate := gateAsSeen{upgrade.Verdict{Known: true, CoveredByMachineHealthCheck: coverage}}
+	// OpenShift's rules as the operator's detectors find them: OpenShift when its Infrastructure kind
+	// is served (the Metal3 template rule, the etcd guard), and the Machine API's MachineHealthChecks
+	// (a conflicting one disables, the termination handler takes terminating nodes).
+	openShift, mhcs, err := openShiftView(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	gate := gateAsSeen{upgrade.Verdict{Known: true, OpenShift: openShift, MachineHealthChecks: mhcs, CoveredByMachineHealthCheck: coverage}}
 	// Nodes' Machines straight from the API server, kinds from the RESTMapper alone (the user may not
 	// be allowed to read CRDs).
 	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate, Machines: &targets.Machines{Reader: c, Mapper: c.RESTMapper()},
@@ -102,6 +110,56 @@ func (g gateAsSeen) NodeSince(_ string, signals []upgrade.Signal, now time.Time)
 		}
 	}
 	return out
+}
+
+// etcdVerdict is the etcd quorum guard's verdict on disrupting a control-plane node now, on
+// OpenShift, as the operator would find it before it starts a remediation ("" for a worker, or
+// off OpenShift).
+func etcdVerdict(ctx context.Context, c client.Client, checks []Check, node *corev1.Node) string {
+	controlPlane, openShift := remediationcr.IsControlPlane(node.Labels), false
+	for _, ch := range checks {
+		openShift = openShift || ch.Snapshot.Verdict.OpenShift
+		if n, ok := inputNode(ch.Snapshot, node.Name); ok && n.ControlPlane {
+			controlPlane = true
+		}
+	}
+	if !controlPlane || !openShift {
+		return ""
+	}
+	objections, err := (&targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()}).Objections(ctx, []string{node.Name})
+	switch {
+	case err != nil:
+		return "not known: " + err.Error()
+	case objections[node.Name] != "":
+		return objections[node.Name] + "; no remediation of the node starts meanwhile"
+	}
+	return "disrupting the node now keeps etcd quorum"
+}
+
+// openShiftView reports whether the cluster is OpenShift (its Infrastructure kind is served, as the
+// operator's Infrastructure detector decides) and classifies its MachineHealthChecks as the
+// operator's MachineHealthCheck detector does (none where the kind is not served).
+func openShiftView(ctx context.Context, c client.Client) (bool, upgrade.MachineHealthChecks, error) {
+	_, err := c.RESTMapper().RESTMapping(openshift.Infrastructure.GroupKind(), openshift.Infrastructure.Version)
+	switch {
+	case meta.IsNoMatchError(err):
+		return false, upgrade.MachineHealthChecks{}, nil
+	case err != nil:
+		return false, upgrade.MachineHealthChecks{}, fmt.Errorf("finding OpenShift's Infrastructure kind: %w", err)
+	}
+	mapping, err := c.RESTMapper().RESTMapping(openshift.MachineHealthCheck.GroupKind(), openshift.MachineHealthCheck.Version)
+	if meta.IsNoMatchError(err) {
+		return true, upgrade.MachineHealthChecks{}, nil
+	}
+	if err != nil {
+		return true, upgrade.MachineHealthChecks{}, fmt.Errorf("finding the Machine API's MachineHealthCheck kind: %w", err)
+	}
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(mapping.GroupVersionKind.GroupVersion().WithKind("MachineHealthCheckList"))
+	if err := c.List(ctx, l); err != nil {
+		return true, upgrade.MachineHealthChecks{}, fmt.Errorf("listing MachineHealthChecks: %w", err)
+	}
+	return true, upgrade.ClassifyMachineHealthChecks(l.Items), nil
 }
 
 // clusterAPICoverage lists Cluster API MachineHealthChecks and Machines (none where the kinds are not
@@ -149,6 +207,8 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 		return fmt.Errorf("getting the node's lease: %w", err)
 	}
 
+	etcd := etcdVerdict(ctx, c, checks, node)
+
 	p := &printer{w: w}
 	p.line(0, "Node %s", name)
 	for _, cond := range node.Status.Conditions {
@@ -165,7 +225,7 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 		}
 		selecting = append(selecting, s.Stored.Name)
 		p.line(0, "")
-		explainNode(p, s, node, lease, o)
+		explainNode(p, s, node, lease, etcd, o)
 	}
 	p.line(0, "")
 	if len(selecting) == 0 {
@@ -179,7 +239,7 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 	return p.err
 }
 
-func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coordinationv1.Lease, o Options) {
+func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coordinationv1.Lease, etcd string, o Options) {
 	d := s.Decision
 	name := node.Name
 	p.line(0, "NodeHealthCheck %s%s", s.Stored.Name, modeNote(s))
@@ -218,6 +278,9 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 	}
 	for _, b := range blockers(s, node) {
 		p.line(1, "blocker: %s", b)
+	}
+	if etcd != "" {
+		p.line(1, "etcd quorum guard: %s", etcd)
 	}
 	for _, ov := range s.Overlaps {
 		p.line(1, "overlap: NodeHealthCheck %s selects %d of the same nodes; the first to take a node's lease remediates it", ov.NHC, ov.Nodes)

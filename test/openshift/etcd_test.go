@@ -1,6 +1,7 @@
 package openshift
 
 import (
+	"bytes"
 	"context"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/explain"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -42,12 +44,22 @@ var _ = Describe("The etcd quorum guard for control-plane nodes on OpenShift", O
 			HaveField("UnhealthyNodes", ConsistOf(And(HaveField("Name", cp.Name), HaveField("Remediations", BeEmpty()))))))
 		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
 			ContainSubstring("(EtcdQuorum): the etcd disruption budget allows no disruption")), "the status writer's event names the guard")
+		// kubectl nhc explain says the same, and gives the guard's verdict.
+		var out bytes.Buffer
+		opts := explain.Options{Now: e.Clock.Now(), LeaseNamespace: lease.DefaultNamespace}
+		Expect(explain.Node(ctx, e.K8s, cp.Name, opts, &out)).To(Succeed())
+		Expect(out.String()).To(And(ContainSubstring("decision: held back (EtcdQuorum)"),
+			ContainSubstring("etcd quorum guard: the etcd disruption budget allows no disruption")))
 
 		// The node's etcd member goes down: its guard pod is not ready any more.
 		setPodReady(ctx, pod, false)
 		e.Step(ctx, time.Minute)
 		e.Touch(ctx, n)
 		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
+		out.Reset()
+		opts.Now = e.Clock.Now()
+		Expect(explain.Node(ctx, e.K8s, cp.Name, opts, &out)).To(Succeed())
+		Expect(out.String()).To(ContainSubstring("etcd quorum guard: disrupting the node now keeps etcd quorum"))
 	})
 
 	It("remediates when the node's guard pod is not ready (its etcd member is already down)", func(ctx SpecContext) {
