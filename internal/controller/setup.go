@@ -129,6 +129,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Machines:       machines,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
+		// Many nodes changing within a short window: their changes go out in few writes.
+		StatusBatch: nhc.DefaultStatusBatch,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
