@@ -234,14 +234,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Millisecond)}, nil
 	}
-	hold, err := r.report(ctx, snap)
+	again, err := r.report(ctx, snap)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	r.reportRepairBudget(snap)
-	if hold > 0 {
-		// The write is batched: it comes at the end of the hold, with whatever changed meanwhile.
-		next = health.Earliest(next, now.Add(hold))
+	if again > 0 {
+		next = health.Earliest(next, now.Add(again))
 	}
 
 	if snap.Problem != nil && (unwatched || snap.Unwatchable) {
@@ -255,9 +254,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // report writes the snapshot's status when it changed, then emits the events and observes the
-// metrics of what changed. A write that holdWrite batches is not made: report returns how long it is
-// held instead.
-func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (hold time.Duration, err error) {
+// metrics of what changed. It returns when to look again: a write that holdWrite batches is not made,
+// and comes at the end of the hold with whatever changed meanwhile; after a batched write, once its
+// window has passed, the status is decided again with the write in view (some of it derives from
+// the status before: the healthy timestamps, dry-run's records), which the next event would do
+// otherwise, and in a batch no event may come after the write.
+func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again time.Duration, err error) {
 	stored, d := snap.Stored, snap.Decision
 	status := buildStatus(snap)
 	// The gauges first: whoever sees the new status sees them too.
@@ -280,9 +282,21 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (hold t
 	r.wrote(stored, updated)
 	r.emitTransitionEvents(stored, updated, d)
 	r.emitSkewEvents(stored, updated, snap.Skew)
-	observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), snap.Now)
+	observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), recoveredOf(snap), snap.Now)
 	ctrl.LoggerFrom(ctx).V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
-	return 0, nil
+	return r.StatusBatch, nil
+}
+
+// recoveredOf tells the selected nodes that are simply healthy in the snapshot's decision.
+func recoveredOf(snap *targets.Snapshot) func(string) bool {
+	decided := map[string]bool{}
+	for _, n := range snap.Decision.Nodes {
+		decided[n.Name] = true
+	}
+	return func(node string) bool {
+		_, selected := snap.SelectedNode(node)
+		return selected && !decided[node]
+	}
 }
 
 // lastWrite is the last status this controller wrote for a NodeHealthCheck.
