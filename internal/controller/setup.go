@@ -16,6 +16,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	"github.com/medik8s/node-healthcheck/internal/eventseries"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -116,7 +117,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := (&nhc.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
-		Recorder:       mgr.GetEventRecorder(nhc.ControllerName),
+		Recorder:       eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
@@ -142,7 +143,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Leases:         leases,
 		Skew:           o.ClockSkew,
 		Refusals:       refusals,
-		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
+		Recorder:       eventseries.New(mgr.GetEventRecorder(remediation.ControllerName)),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
