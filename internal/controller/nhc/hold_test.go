@@ -65,6 +65,19 @@ func TestHoldWrite(t *testing.T) {
 		t.Fatalf("StatusBatch after the last write: hold %v, write %v; want it written", hold, write)
 	}
 
+	written = next.DeepCopy()
+	written.ResourceVersion, written.Status = "5", *report(0, "a", "b", "c")
+	r.wrote(next, written)
+	// A change of the counts alone waits up to countsOnlyBatches StatusBatches, unless something
+	// else changes too.
+	wall.SetTime(wall.Now().Add(2500 * time.Millisecond))
+	if hold, write := r.holdWrite(written, report(1, "a", "b", "c")); write || hold != 3500*time.Millisecond {
+		t.Fatalf("the counts alone changed 2.5s after the last write: hold %v, write %v; want it held 3.5s", hold, write)
+	}
+	if hold, write := r.holdWrite(written, report(1, "a", "b")); !write || hold != 0 {
+		t.Fatalf("a node no longer listed 2.5s after the last write: hold %v, write %v; want it written", hold, write)
+	}
+
 	r.forget("pool")
 	if _, kept := r.written["pool"]; kept {
 		t.Fatal("a deleted NodeHealthCheck's last write is kept")
