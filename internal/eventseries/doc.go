@@ -7,7 +7,9 @@
 // client-go's events.k8s.io recorder merges them into one series (one create, one patch when it
 // repeats, then its periodic refresh). An isolated event, or the first few of a mass failure,
 // still name their node; a mass failure of one NodeHealthCheck costs a few event writes per reason
-// instead of one per node.
+// instead of one per node. The combined events regard their object without its resourceVersion,
+// which changes with every status write of a NodeHealthCheck and is part of what client-go's
+// recorder tells series apart by.
 //
 // It owns no API object and reads nothing; Recorder wraps the manager's recorder of each controller
 // (internal/controller.SetupWithManager).

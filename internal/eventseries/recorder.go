@@ -67,14 +67,31 @@ type burst struct {
 	action string
 }
 
-// Eventf records the event, or its part of its burst's series (see the package doc).
+// Eventf records the event, or its part of its burst's series (see the package doc). A combined
+// event regards the object without its resourceVersion: client-go's recorder tells series apart by
+// the whole reference, and a NodeHealthCheck's version changes with every status write, so the
+// burst would start a series of its own after each write. (The events recorded one by one keep it:
+// client-go merges one of them only with an event of the same version, so that, say, a second
+// Disabled event with a new message after a status write is an event of its own.)
 func (r *Recorder) Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	combined, combinedAction := r.observe(regarding, eventtype, reason, action)
 	if !combined {
 		r.Inner.Eventf(regarding, related, eventtype, reason, action, note, args...)
 		return
 	}
-	r.Inner.Eventf(regarding, nil, eventtype, reason, combinedAction, "%s", CombinedPrefix+fmt.Sprintf(note, args...))
+	r.Inner.Eventf(withoutVersion(regarding), nil, eventtype, reason, combinedAction, "%s", CombinedPrefix+fmt.Sprintf(note, args...))
+}
+
+// withoutVersion returns obj without its resourceVersion (a copy when it has one).
+func withoutVersion(obj runtime.Object) runtime.Object {
+	if m, err := meta.Accessor(obj); err != nil || m.GetResourceVersion() == "" {
+		return obj
+	}
+	c := obj.DeepCopyObject()
+	if m, err := meta.Accessor(c); err == nil {
+		m.SetResourceVersion("")
+	}
+	return c
 }
 
 // observe counts the event in its burst and tells whether it is combined, and under which action.

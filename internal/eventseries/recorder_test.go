@@ -18,9 +18,14 @@ type recorded struct {
 	regarding, related, eventType, reason, action, note string
 }
 
-type capture struct{ got []recorded }
+type capture struct {
+	got []recorded
+	// versions are the resourceVersions of the regarding objects.
+	versions []string
+}
 
 func (c *capture) Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	c.versions = append(c.versions, regarding.(metav1.Object).GetResourceVersion())
 	r := recorded{regarding: regarding.(metav1.Object).GetName(), eventType: eventtype, reason: reason, action: action, note: fmt.Sprintf(note, args...)}
 	if related != nil {
 		r.related = related.(metav1.Object).GetName()
@@ -78,5 +83,20 @@ func TestBurstsMergeIntoOneSeries(t *testing.T) {
 	defer r.mu.Unlock()
 	if len(r.bursts) != 1 {
 		t.Errorf("%d bursts kept after a quiet minute, want 1 (the new one)", len(r.bursts))
+	}
+}
+
+func TestCombinedEventsRegardTheObjectWithoutItsVersion(t *testing.T) {
+	inner := &capture{}
+	r := &Recorder{Inner: inner, Burst: 1, Window: time.Minute}
+	pool := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "pool", UID: "u1", ResourceVersion: "7"}}
+	r.Eventf(pool, node("a"), corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect", "Detected a")
+	pool.ResourceVersion = "8" // a status write
+	r.Eventf(pool, node("b"), corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect", "Detected b")
+	if want := []string{"7", ""}; len(inner.versions) != 2 || inner.versions[0] != want[0] || inner.versions[1] != want[1] {
+		t.Fatalf("regarding versions %q, want %q: the combined event's would start a new series after each status write", inner.versions, want)
+	}
+	if pool.ResourceVersion != "8" {
+		t.Fatalf("the caller's object changed: resourceVersion %q", pool.ResourceVersion)
 	}
 }
