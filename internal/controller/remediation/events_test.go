@@ -106,4 +106,3 @@ func eventsSettled() {
 		g.Consistently(func() []testutil.Request { return requests.Since(mark, eventWrites) }).WithTimeout(time.Second).Should(BeEmpty())
 	}).WithTimeout(30 * time.Second).Should(Succeed())
 }
-
