@@ -17,6 +17,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/remediation"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	"github.com/medik8s/node-healthcheck/internal/eventseries"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
@@ -123,7 +124,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := (&nhc.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
-		Recorder:       mgr.GetEventRecorder(nhc.ControllerName),
+		Recorder:       eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
@@ -137,6 +138,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Machines:       machines,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
+		// Many nodes changing within a short window: their changes go out in few writes.
+		StatusBatch: nhc.DefaultStatusBatch,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
@@ -148,7 +151,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Leases:         leases,
 		Skew:           o.ClockSkew,
 		Refusals:       refusals,
-		Recorder:       mgr.GetEventRecorder(remediation.ControllerName),
+		Recorder:       eventseries.New(mgr.GetEventRecorder(remediation.ControllerName)),
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -39,6 +40,9 @@ func TestScaleCompare(t *testing.T) {
 		r := &results{}
 		if err := json.Unmarshal(data, r); err != nil {
 			t.Fatalf("%s: %v", f, err)
+		}
+		if r.Incident.FailedNodes == 0 {
+			r.incidentCosts() // a run from before issue 27: from its counts
 		}
 		names = append(names, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "scale-"), ".json"))
 		runs = append(runs, r)
@@ -90,6 +94,19 @@ func compareTable(names []string, runs []*results) string {
 		{"30%: status lists every failed node, max s after the deadline (≤ 5)", func(r *results) string {
 			return fmt.Sprintf("%.2f", r.Outage.StatusListedAfterDeadlineMax)
 		}},
+		{"30%: every CR after its deadline, max s (≤ 1 at 1,000)", func(r *results) string { return fmt.Sprintf("%.2f", r.Outage.CRLatency.Max) }},
+		{"30% and recovery: writes per failed node (≤ 3.5)", func(r *results) string { return fmt.Sprintf("%g", r.Incident.WritesPerFailedNode) }},
+		{"30% and recovery: reads per failed node, but template GETs and discovery (0)", func(r *results) string {
+			return fmt.Sprintf("%g (all reads %g)", r.Incident.UncachedReadsPerFailedNode, r.Incident.ReadsPerFailedNode)
+		}},
+		{"30%: status writes per NodeHealthCheck, failure / recovery", func(r *results) string {
+			return fmt.Sprintf("%g / %g", r.Incident.Failure.StatusWritesPerNHC, r.Incident.Recovery.StatusWritesPerNHC)
+		}},
+		{"30%: event writes, failure / recovery", func(r *results) string {
+			return fmt.Sprintf("%d / %d", r.Incident.Failure.EventWrites, r.Incident.Recovery.EventWrites)
+		}},
+		{"30%: failure: per failed node, by verb and resource", func(r *results) string { return byKind(r.Incident.Failure) }},
+		{"30%: recovery: per failed node, by verb and resource", func(r *results) string { return byKind(r.Incident.Recovery) }},
 		{"recovery: CR gone after Ready p99, s", func(r *results) string { return fmt.Sprintf("%.2f", r.Recovery.CRGoneAfterNodeReady.P99) }},
 		{"recovery: CRs created while the nodes come back (0)", func(r *results) string { return fmt.Sprintf("%d", r.Recovery.CRsCreated) }},
 		{"targets met", func(r *results) string {
@@ -120,6 +137,25 @@ func compareTable(names []string, runs []*results) string {
 		cells(row.figure, values)
 	}
 	return b.String()
+}
+
+// byKind lists a phase's writes and reads per failed node, by verb and resource, in one cell.
+func byKind(p incidentPhase) string {
+	var parts []string
+	for _, m := range []map[string]float64{p.WritesPerFailedNode, p.ReadsPerFailedNode} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %g", k, m[k]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func TestCompareTable(t *testing.T) {
@@ -158,5 +194,28 @@ func TestCompareTable(t *testing.T) {
 		if got := strings.Count(l, " | "); got != 2 {
 			t.Errorf("%d inner separators, want 2 (a figure and 2 runs): %s", got, l)
 		}
+	}
+}
+
+func TestIncidentCosts(t *testing.T) {
+	r := &results{}
+	r.Scenario.Pools = 2
+	r.Outage.Failures = 4
+	r.Outage.API.Requests = requestCounts{"create leases": 4, "create testremediations": 4, "update nodehealthchecks/status": 4,
+		"create events": 3, "patch events": 1, "get testremediationtemplates": 2, "get nonResource /apis/x": 1}
+	r.Recovery.API.Requests = requestCounts{"delete testremediations": 4, "delete leases": 4, "update nodehealthchecks/status": 2, "list nodes": 1}
+	r.incidentCosts()
+	in := r.Incident
+	if in.Failure.Writes != 16 || in.Recovery.Writes != 10 || in.WritesPerFailedNode != 6.5 {
+		t.Errorf("writes %d, %d, per failed node %g; want 16, 10, 6.5", in.Failure.Writes, in.Recovery.Writes, in.WritesPerFailedNode)
+	}
+	if in.ReadsPerFailedNode != 1 || in.UncachedReadsPerFailedNode != 0.25 {
+		t.Errorf("reads per failed node %g, but templates and discovery %g; want 1, 0.25", in.ReadsPerFailedNode, in.UncachedReadsPerFailedNode)
+	}
+	if in.Failure.StatusWritesPerNHC != 2 || in.Recovery.StatusWritesPerNHC != 1 || in.Failure.EventWrites != 4 {
+		t.Errorf("status writes per NodeHealthCheck %g, %g, event writes %d; want 2, 1, 4", in.Failure.StatusWritesPerNHC, in.Recovery.StatusWritesPerNHC, in.Failure.EventWrites)
+	}
+	if got, want := byKind(in.Recovery), "delete leases 1, delete testremediations 1, update nodehealthchecks/status 0.5, list nodes 0.25"; got != want {
+		t.Errorf("byKind: got %q, want %q", got, want)
 	}
 }

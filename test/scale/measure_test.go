@@ -195,6 +195,48 @@ func uncachedReads(r requestCounts) int {
 	})
 }
 
+// isWrite tells the verbs that write.
+func isWrite(verb string) bool { return verb != "get" && verb != "list" && verb != "watch" }
+
+// writes are the requests that write, by "verb resource".
+func writes(r requestCounts) requestCounts {
+	return r.filter(func(verb, _ string) bool { return isWrite(verb) })
+}
+
+// reads are the GETs and LISTs, by "verb resource".
+func reads(r requestCounts) requestCounts {
+	return r.filter(func(verb, _ string) bool { return !isWrite(verb) })
+}
+
+// templateGet tells a GET of a remediation template: the aggregation contract lets the operator
+// only get them, so it reads them around the cache (issue 15's known floor, docs/performance.md).
+func templateGet(verb, resource string) bool {
+	return verb == "get" && strings.HasSuffix(resource, "templates")
+}
+
+// discovery tells a discovery request (the RESTMapper asking for a group it does not know).
+func discovery(_, resource string) bool { return strings.HasPrefix(resource, "nonResource ") }
+
+// filter returns the requests whose verb and resource match.
+func (r requestCounts) filter(match func(verb, resource string) bool) requestCounts {
+	out := requestCounts{}
+	for k, v := range r {
+		if verb, resource, _ := strings.Cut(k, " "); match(verb, resource) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// perNode divides each count by n, rounded.
+func (r requestCounts) perNode(n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range r {
+		out[k] = round(float64(v) / float64(n))
+	}
+	return out
+}
+
 // events are the events written among the requests.
 func events(r requestCounts) int {
 	return r.sum(func(_, resource string) bool { return resource == "events" })

@@ -628,4 +628,10 @@ func (b *bench) audit(res *results) {
 	r.RequestsPerFailureWithRecovery = round(float64(r.API.Requests.total()+r.Recovery.API.Requests.total()) / float64(r.Failures))
 	b.logf("Audit: steady %v; per failure %.2f requests (%.2f events), %.2f with the recovery: %v then %v",
 		res.Steady.API.Requests, r.RequestsPerFailure, r.EventsPerFailure, r.RequestsPerFailureWithRecovery, r.API.Requests, r.Recovery.API.Requests)
+	res.incidentCosts()
+	in := res.Incident
+	b.logf("Incident (%d failed nodes): %.2f writes and %.2f reads (%.2f but template GETs and discovery) per failed node; failure: %d writes, %d events, %.1f status writes per NodeHealthCheck, per failed node %v %v; recovery: %d writes, %d events, %.1f status writes per NodeHealthCheck, per failed node %v %v",
+		in.FailedNodes, in.WritesPerFailedNode, in.ReadsPerFailedNode, in.UncachedReadsPerFailedNode,
+		in.Failure.Writes, in.Failure.EventWrites, in.Failure.StatusWritesPerNHC, in.Failure.WritesPerFailedNode, in.Failure.ReadsPerFailedNode,
+		in.Recovery.Writes, in.Recovery.EventWrites, in.Recovery.StatusWritesPerNHC, in.Recovery.WritesPerFailedNode, in.Recovery.ReadsPerFailedNode)
 }

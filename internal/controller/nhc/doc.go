@@ -4,7 +4,8 @@
 // its only writer): counts, unhealthyNodes, phase, reason, the Disabled condition and lastUpdateTime.
 // The status is a report for people and tools; the remediation controller gathers and decides for
 // itself and never takes it as an order (docs/architecture.md). It requeues at the next deadline
-// the decision reports and never polls.
+// the decision reports and never polls. Status writes of one NodeHealthCheck are batched
+// (StatusBatch, holdWrite): many nodes changing within seconds cost a write per batch, not one each.
 //
 // Events (reasons kept from the public operator so existing alerts keep working): Disabled, Enabled,
 // DetectedUnhealthy, RemediationSkipped; each on a transition, not on every reconcile.

@@ -195,8 +195,9 @@ func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeH
 
 // observeTransitions observes the histograms for what changed from the old to the new status; it
 // runs only after the new status was written, so each transition is observed once, also across
-// restarts. unhealthySince gives when each node became unhealthy.
-func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHealthCheckStatus, unhealthySince map[string]time.Time, now time.Time) {
+// restarts. unhealthySince gives when each node became unhealthy, recovered tells the selected nodes
+// that are healthy now.
+func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHealthCheckStatus, unhealthySince map[string]time.Time, recovered func(string) bool, now time.Time) {
 	oldEntries := map[string]remediationv1alpha1.UnhealthyNode{}
 	for _, n := range old.UnhealthyNodes {
 		oldEntries[n.Name] = n
@@ -222,6 +223,11 @@ func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHe
 		}
 		for _, r := range before.Remediations {
 			unhealthyNodeDuration.WithLabelValues(name, r.Resource.Namespace, r.Resource.Kind).Observe(now.Sub(r.Started.Time).Seconds())
+		}
+		// Healthy and its CRs gone within one batch of status writes: never listed as healthy.
+		if before.ConditionsHealthyTimestamp == nil && len(before.Remediations) > 0 && recovered(name) {
+			first := before.Remediations[0]
+			timeToRecovery.WithLabelValues(nhcName, first.Resource.Kind).Observe(now.Sub(first.Started.Time).Seconds())
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package nhc_test
 
 import (
+	"sync/atomic"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -14,17 +16,31 @@ import (
 )
 
 // The nhc controller runs alone here: specs create remediation CRs themselves (e.NewCR) to play the
-// remediation controller's part.
+// remediation controller's part. It batches status writes as in the manager (StatusBatch), on a
+// real clock that specs may move ahead (wall).
 var (
 	reconciler *nhc.Reconciler
-	e          = testutil.ControllerSuite(testutil.SuiteOptions{
-		Configure: watch.ConfigureManager,
+	// requests records the manager's requests to the API server.
+	requests = &testutil.RequestCounter{}
+	wall     = &aheadClock{}
+	e        = testutil.ControllerSuite(testutil.SuiteOptions{
+		EnvOptions: testutil.EnvOptions{ManagerTransport: requests.Wrap},
+		Configure:  watch.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			reconciler = &nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName)}
+			reconciler = &nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName),
+				StatusBatch: nhc.DefaultStatusBatch, Wall: wall}
 			return reconciler.SetupWithManager(mgr)
 		},
 	})
 )
+
+// aheadClock is the real clock, moved ahead by what specs Step: a quiet StatusBatch passes without
+// waiting for it, and a write that is held still comes in real time.
+type aheadClock struct{ ahead atomic.Int64 }
+
+func (c *aheadClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *aheadClock) Step(d time.Duration)            { c.ahead.Add(int64(d)) }
 
 func TestNHCController(t *testing.T) {
 	RegisterFailHandler(Fail)

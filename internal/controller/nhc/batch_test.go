@@ -1,0 +1,81 @@
+package nhc_test
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
+)
+
+// statusWrites matches the manager's writes of the NodeHealthCheck's status.
+func statusWrites(n *remediationv1alpha1.NodeHealthCheck) func(testutil.Request) bool {
+	return func(r testutil.Request) bool {
+		return !r.Watch && r.Method != http.MethodGet && strings.HasSuffix(r.Path, "/nodehealthchecks/"+n.Name+"/status")
+	}
+}
+
+var _ = Describe("Status writes", func() {
+	// failing is how many nodes of one NodeHealthCheck fail together; maxWrites how many status
+	// writes may list them (one per StatusBatch while they keep coming, as their updates reach the
+	// API server one after the other).
+	const failing, maxWrites = 10, 3
+
+	It("lists many nodes failing together in few writes, and writes no status equal to the last one", func(ctx SpecContext) {
+		group := e.Unique("g")
+		var sick []*corev1.Node
+		for i := range 2 * failing {
+			node := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+			if i < failing {
+				sick = append(sick, node)
+			}
+		}
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(counts(2*failing, 2*failing))
+
+		mark := requests.Mark()
+		var names []string
+		for _, node := range sick {
+			e.SetReady(ctx, node, corev1.ConditionUnknown, time.Hour) // its duration passed
+			names = append(names, node.Name)
+		}
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(names))
+		Expect(len(requests.Since(mark, statusWrites(n)))).To(BeNumerically("<=", maxWrites),
+			"%d nodes failing one after the other are listed in at most %d status writes", failing, maxWrites)
+
+		// Reconciles that find nothing new write nothing; the failure of one more node, written
+		// after them, shows that the controller got past them.
+		mark = requests.Mark()
+		for range 3 {
+			e.Touch(ctx, n)
+		}
+		last := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.SetReady(ctx, last, corev1.ConditionUnknown, time.Hour)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ContainElement(last.Name))
+		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1), "only the new failure is written")
+	})
+
+	It("writes an isolated failure at once, in one write", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(counts(3, 3))
+		// The NodeHealthCheck has been quiet for a StatusBatch.
+		wall.Step(nhc.DefaultStatusBatch)
+
+		mark := requests.Mark()
+		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
+		// A write held for the batch would come a StatusBatch after the failure.
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).WithTimeout(nhc.DefaultStatusBatch).Should(ConsistOf(sick.Name))
+		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1))
+		Eventually(e.RelatedEvents(ctx, n.Name, sick.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
+	})
+})
