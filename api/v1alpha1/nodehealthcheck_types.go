@@ -162,6 +162,38 @@ type NodeHealthCheckSpec struct {
 	// extension of this operator.
 	// +optional
 	SkipNodesBeingRemoved bool `json:"skipNodesBeingRemoved,omitempty"`
+
+	// FailureDomain, when set, bounds the unhealthy nodes per failure domain: the selected nodes are
+	// grouped by the value of the topologyKey label (nodes without it form one domain of their
+	// own), and in a domain where more of them than maxUnhealthy are unhealthy or about to be, no
+	// new remediation starts (skip reason FailureDomainUnhealthy), while other domains go on. A zone
+	// or rack partition that a flat threshold does not see is left alone. Unset: no bound (as the
+	// public operator). An extension of this operator.
+	// +optional
+	FailureDomain *FailureDomain `json:"failureDomain,omitempty"`
+}
+
+// FailureDomain groups the selected nodes by a topology label and bounds the unhealthy ones in
+// each group.
+type FailureDomain struct {
+	// TopologyKey is the node label whose value names a node's failure domain, for example
+	// topology.kubernetes.io/zone.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern="^(([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+	TopologyKey string `json:"topologyKey"`
+
+	// MaxUnhealthy is how many of a domain's selected nodes may be unhealthy or about to be for a new
+	// remediation to start in it: an absolute number (at least 1: the failing node counts itself)
+	// or a percentage (1-100%, rounded up) of the domain's selected nodes.
+	// +required
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:Pattern="^((100|[1-9][0-9]?)%|[0-9]+)$"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string || self >= 1",message="must be at least 1"
+	// +kubebuilder:validation:XValidation:rule="type(self) == string ? (!self.matches('^[0-9]{1,10}$') || (int(self) >= 1 && int(self) <= 2147483647)) : self <= 2147483647",message="must be at least 1 and at most 2147483647"
+	MaxUnhealthy intstr.IntOrString `json:"maxUnhealthy"`
 }
 
 // RepairBudget limits how often one node is remediated (Cluster API's KubeadmControlPlane

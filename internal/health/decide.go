@@ -44,6 +44,9 @@ type Node struct {
 	// Repairs are when the node's remediations started, as far as the repair budget counts them
 	// (recorded in status, the running one's, after the node's reset annotation).
 	Repairs []time.Time
+	// Domain is the node's failure domain: the value of spec.failureDomain.topologyKey's label
+	// (NoDomain when the node has none).
+	Domain string
 	// BeingRemovedBy says who is removing the node (nodetaints.BeingRemoved), "" when nobody is; only
 	// set where spec.skipNodesBeingRemoved is: no new remediation of it starts.
 	BeingRemovedBy string
@@ -126,6 +129,9 @@ const (
 	// SkipBeingRemoved: the node is being removed (the cluster autoscaler, Karpenter, the cloud
 	// provider) and spec.skipNodesBeingRemoved is set.
 	SkipBeingRemoved SkipReason = "NodeBeingRemoved"
+	// SkipFailureDomain: in the node's failure domain (spec.failureDomain) more selected nodes than
+	// its bound are unhealthy or about to be; no new remediation starts there.
+	SkipFailureDomain SkipReason = "FailureDomainUnhealthy"
 )
 
 // Blocker keeps new remediations from starting, and running ones from escalating; running ones
@@ -179,7 +185,22 @@ type Input struct {
 	// MaxInFlight limits how many selected nodes are under remediation at once (nil: no limit): a
 	// count, or a percentage of the selected nodes rounded up (at least one).
 	MaxInFlight *intstr.IntOrString
+	// FailureDomain bounds the unhealthy nodes per failure domain (Node.Domain); nil: no bound.
+	FailureDomain *FailureDomain
 }
+
+// FailureDomain bounds, in each failure domain, how many selected nodes may be unhealthy or about
+// to be for a new remediation to start there: a count, or a percentage of the domain's selected
+// nodes rounded up.
+type FailureDomain struct {
+	// TopologyKey names the label, for the messages.
+	TopologyKey  string
+	MaxUnhealthy intstr.IntOrString
+}
+
+// NoDomain is the failure domain of the nodes without the topology key's label: one domain of
+// their own.
+const NoDomain = ""
 
 // Action is what to do about one node.
 type Action int
@@ -417,6 +438,7 @@ func Decide(in Input) Decision {
 		}
 	}
 	skip := func(nd *NodeDecision, r SkipReason, m string) { nd.Action, nd.SkipReason, nd.SkipMessage = Skip, r, m }
+	domainHeld := failureDomainsHeld(in, d.Nodes)
 	var first *Step
 	if len(in.Steps) > 0 {
 		first = Escalate(EscalationInput{Steps: in.Steps, Now: in.Now, Unhealthy: true}).Next
@@ -424,7 +446,11 @@ func Decide(in Input) Decision {
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
 		if nd.Action == ContinueRemediation {
-			holdEscalation(in, reason, message, byName[nd.Name], nd, &d)
+			r, m := reason, message
+			if held := domainHeld[byName[nd.Name].Domain]; r == "" && held != "" {
+				r, m = SkipFailureDomain, held
+			}
+			holdEscalation(in, r, m, byName[nd.Name], nd, &d)
 			continue
 		}
 		if nd.Action != StartRemediation {
@@ -434,6 +460,8 @@ func Decide(in Input) Decision {
 		switch {
 		case reason != "":
 			skip(nd, reason, message)
+		case domainHeld[n.Domain] != "":
+			skip(nd, SkipFailureDomain, domainHeld[n.Domain])
 		case n.CoveredBy != "":
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
@@ -469,6 +497,43 @@ func Decide(in Input) Decision {
 		limitInFlight(in, &d, skip)
 	}
 	return d
+}
+
+// failureDomainsHeld returns, for each failure domain where more selected nodes than the bound are
+// unhealthy or about to be (under remediation or not), why no new remediation starts there. An
+// invalid bound holds every domain.
+func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
+	if in.FailureDomain == nil {
+		return nil
+	}
+	size, failing := map[string]int{}, map[string]int{}
+	state := map[string]State{}
+	for _, nd := range decisions {
+		state[nd.Name] = nd.Health.State
+	}
+	for _, n := range in.Nodes {
+		size[n.Domain]++
+		if s, listed := state[n.Name]; listed && s != Healthy {
+			failing[n.Domain]++
+		}
+	}
+	held := map[string]string{}
+	key := in.FailureDomain.TopologyKey
+	for domain, total := range size {
+		bound, err := scaled(&in.FailureDomain.MaxUnhealthy, total)
+		name := fmt.Sprintf("%s=%s", key, domain)
+		if domain == NoDomain {
+			name = fmt.Sprintf("of the nodes without label %s", key)
+		}
+		switch {
+		case err != nil:
+			held[domain] = fmt.Sprintf("failureDomain.maxUnhealthy: %v", err)
+		case failing[domain] > bound:
+			held[domain] = fmt.Sprintf("in failure domain %s %d of %d selected nodes are unhealthy or about to be, at most %d allowed (failureDomain.maxUnhealthy %s); "+
+				"no new remediation starts there, other domains go on", name, failing[domain], total, bound, in.FailureDomain.MaxUnhealthy.String())
+		}
+	}
+	return held
 }
 
 // limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already

@@ -115,3 +115,72 @@ func TestNodesBeingRemoved(t *testing.T) {
 		t.Fatalf("running: %v %s", c.Action, c.SkipReason)
 	}
 }
+
+// TestFailureDomains: a zone that loses more nodes than its bound starts no new remediation (nor
+// escalation), while the other zones go on; nodes without the label form a domain of their own.
+func TestFailureDomains(t *testing.T) {
+	in := func(zone string, n Node) Node { n.Domain = zone; return n }
+	healthy := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionTrue, time.Hour))) }
+	sick := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionUnknown, time.Hour))) }
+	soon := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionFalse, time.Minute))) }
+	minHealthy := intstr.FromString("51%")
+	one, quarter := intstr.FromInt32(1), intstr.FromString("25%")
+	// Three zones of four; zone a loses three (33% of the pool: a flat 51% threshold would let them all go).
+	pool := []Node{sick("a1", "a"), sick("a2", "a"), soon("a3", "a"), healthy("a4", "a"),
+		sick("b1", "b"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b"),
+		healthy("c1", "c"), healthy("c2", "c"), healthy("c3", "c"), healthy("c4", "c"),
+		sick("x1", NoDomain), healthy("x2", NoDomain)}
+	for _, tc := range []struct {
+		name    string
+		bound   *intstr.IntOrString
+		started []string
+	}{
+		{"no bound: every unhealthy node", nil, []string{"a1", "a2", "b1", "x1"}},
+		{"at most 1 per zone: zone a waits, b and the unlabelled go on", &one, []string{"b1", "x1"}},
+		{"25% of a zone of 4 rounds up to 1", &quarter, []string{"b1", "x1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			input := Input{Now: now, Nodes: pool, UnhealthyConditions: defaults, MinHealthy: &minHealthy}
+			if tc.bound != nil {
+				input.FailureDomain = &FailureDomain{TopologyKey: "topology.kubernetes.io/zone", MaxUnhealthy: *tc.bound}
+			}
+			d := Decide(input)
+			checkDecision(t, d, pool, now)
+			got := d.Started()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.started) {
+				t.Fatalf("started %v, want %v", got, tc.started)
+			}
+			for _, n := range d.Skipped() {
+				if n.SkipReason != SkipFailureDomain || !strings.Contains(n.SkipMessage, "in failure domain topology.kubernetes.io/zone=a 3 of 4 selected nodes are unhealthy or about to be, at most 1 allowed") {
+					t.Fatalf("%s: %s %s", n.Name, n.SkipReason, n.SkipMessage)
+				}
+			}
+		})
+	}
+
+	// A running remediation in the held zone does not escalate; one elsewhere does.
+	running := func(name, zone string) Node {
+		n := in(zone, node(name, true, ready(corev1.ConditionUnknown, time.Hour)))
+		n.CRs = []StepCR{{StepKey: StepKey{TemplateKind: "T", TemplateName: "first"}, Created: now.Add(-time.Hour)}}
+		return n
+	}
+	steps := []Step{{StepKey: StepKey{TemplateKind: "T", TemplateName: "first"}, Order: 1, Timeout: time.Minute},
+		{StepKey: StepKey{TemplateKind: "T", TemplateName: "second"}, Order: 2, Timeout: time.Minute}}
+	nodes := []Node{running("a1", "a"), sick("a2", "a"), healthy("a3", "a"), healthy("a4", "a"),
+		running("b1", "b"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b")}
+	d := Decide(Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, MinHealthy: &one, Steps: steps,
+		FailureDomain: &FailureDomain{TopologyKey: "zone", MaxUnhealthy: one}})
+	for _, n := range d.Nodes {
+		switch n.Name {
+		case "a1":
+			if n.SkipReason != SkipFailureDomain || n.Escalation.Next != nil {
+				t.Fatalf("a1 escalates in a held zone: %s %+v", n.SkipReason, n.Escalation)
+			}
+		case "b1":
+			if n.SkipReason != "" || n.Escalation.Next == nil {
+				t.Fatalf("b1 does not escalate: %s %+v", n.SkipReason, n.Escalation)
+			}
+		}
+	}
+}

@@ -369,6 +369,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	}
 	in.RepairBudget = repairBudget(spec)
 	in.MaxInFlight = spec.MaxInFlight
+	if fd := spec.FailureDomain; fd != nil {
+		in.FailureDomain = &health.FailureDomain{TopologyKey: fd.TopologyKey, MaxUnhealthy: fd.MaxUnhealthy}
+	}
 	s.realRepairs, s.simulatedRepairs = map[string][]time.Time{}, map[string][]time.Time{}
 	for _, n := range r.nodes {
 		var repairs []time.Time
@@ -387,6 +390,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			Repairs:      repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
+		}
+		if fd := spec.FailureDomain; fd != nil {
+			hn.Domain = n.Labels[fd.TopologyKey]
 		}
 		if spec.SkipNodesBeingRemoved {
 			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)

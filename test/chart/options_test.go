@@ -230,6 +230,14 @@ func TestOptionSets(t *testing.T) {
 			}
 		}
 		checkDefaultSelector(t, nhc)
+		if strings.Contains(y, "failureDomain") {
+			t.Errorf("the default NodeHealthCheck has no failure domains unless set:\n%s", y)
+		}
+		zoned := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true,
+			"failureDomain": map[string]any{"topologyKey": "topology.kubernetes.io/zone", "maxUnhealthy": "34%"}}}).get("NodeHealthCheck", "nhc-worker-default")
+		if fd, _, _ := unstructured.NestedMap(zoned.Object, "spec", "failureDomain"); fd["topologyKey"] != "topology.kubernetes.io/zone" || fd["maxUnhealthy"] != "34%" {
+			t.Errorf("defaultNodeHealthCheck.failureDomain: spec.failureDomain %v", fd)
+		}
 		if strings.Contains(y, "skipNodesBeingRemoved") {
 			t.Errorf("the default NodeHealthCheck remediates nodes being removed unless set:\n%s", y)
 		}
@@ -322,6 +330,7 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an issuer where cert-manager is not served", map[string]any{"certManager": map[string]any{"issuerRef": map[string]any{"name": "corp-ca"}}}, "certManager.issuerRef needs cert-manager"},
 		{"a template kind without Template", map[string]any{"defaultNodeHealthCheck": map[string]any{"remediationTemplate": map[string]any{"kind": "SelfNodeRemediation"}}}, "kind"},
 		{"a maxInFlight of 0", map[string]any{"defaultNodeHealthCheck": map[string]any{"maxInFlight": 0}}, "maxInFlight"},
+		{"a failure domain without its bound", map[string]any{"defaultNodeHealthCheck": map[string]any{"failureDomain": map[string]any{"topologyKey": "topology.kubernetes.io/zone"}}}, "maxUnhealthy"},
 		{`a maxInFlight of "0%"`, map[string]any{"defaultNodeHealthCheck": map[string]any{"maxInFlight": "0%"}}, "maxInFlight"},
 		{"a repair budget without a window", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 3}}}, "window"},
 		{"a repair budget of no remediation", map[string]any{"defaultNodeHealthCheck": map[string]any{"repairBudget": map[string]any{"maxRemediations": 0, "window": "1h"}}}, "maxRemediations"},

@@ -73,3 +73,42 @@ var _ = Describe("spec.skipNodesBeingRemoved", func() {
 		Eventually(e.TestCRs(ctx, karpenter.Name)).Should(HaveLen(1))
 	})
 })
+
+var _ = Describe("spec.failureDomain", func() {
+	It("starts no remediation in a zone that lost more nodes than its bound, while the other zones go on", func(ctx SpecContext) {
+		group := e.Unique("g")
+		zone := func(n *corev1.Node, z string) *corev1.Node {
+			GinkgoHelper()
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+			n.Labels["topology.kubernetes.io/zone"] = z
+			Expect(e.K8s.Update(ctx, n)).To(Succeed())
+			return n
+		}
+		var a, b []*corev1.Node
+		for range 3 {
+			a = append(a, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "a"))
+			b = append(b, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "b"))
+		}
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(2)
+			n.Spec.MinHealthy = &v
+			n.Spec.FailureDomain = &remediationv1alpha1.FailureDomain{TopologyKey: "topology.kubernetes.io/zone", MaxUnhealthy: intstr.FromInt32(1)}
+		})
+		// Zone a is partitioned: two of its three nodes fail; one in zone b fails too.
+		e.SetReady(ctx, a[0], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, a[1], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, b[0], corev1.ConditionUnknown, time.Hour)
+		Eventually(e.TestCRs(ctx, b[0].Name)).Should(HaveLen(1), "zone b goes on")
+		Eventually(heldBack(ctx, n, a[0].Name)).Should(BeTrue())
+		Eventually(heldBack(ctx, n, a[1].Name)).Should(BeTrue())
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring(
+			"in failure domain topology.kubernetes.io/zone=a 2 of 3 selected nodes are unhealthy or about to be, at most 1 allowed"))
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("(FailureDomainUnhealthy)")))
+		e.RemediationDecided(ctx, n)
+		Consistently(func() int { return len(e.TestCRs(ctx, a[0].Name)()) + len(e.TestCRs(ctx, a[1].Name)()) }).WithTimeout(time.Second).Should(BeZero())
+
+		By("one of zone a comes back: the other is remediated")
+		e.SetReady(ctx, a[1], corev1.ConditionTrue, time.Hour)
+		Eventually(e.TestCRs(ctx, a[0].Name)).Should(HaveLen(1))
+	})
+})

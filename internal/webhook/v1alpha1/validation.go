@@ -15,6 +15,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -68,14 +69,19 @@ func ValidateSpec(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorList
 		}
 	}
 	if m := spec.MaxInFlight; m != nil {
-		p := specPath.Child("maxInFlight")
-		if errs2 := validateIntOrPercent(m, p); len(errs2) > 0 {
-			errs = append(errs, errs2...)
-		} else if m.Type == intstr.Int && m.IntVal < 1 {
-			errs = append(errs, field.Invalid(p, m.IntVal, inFlightZero))
-		} else if m.Type == intstr.String && (m.StrVal == "0%" || numberRE.MatchString(m.StrVal) && strings.TrimLeft(m.StrVal, "0") == "") {
-			errs = append(errs, field.Invalid(p, m.StrVal, inFlightZero))
+		errs = append(errs, validateAtLeastOne(m, specPath.Child("maxInFlight"), inFlightZero)...)
+	}
+	if fd := spec.FailureDomain; fd != nil {
+		p := specPath.Child("failureDomain")
+		if fd.TopologyKey == "" {
+			errs = append(errs, field.Required(p.Child("topologyKey"), "the node label that names a node's failure domain, for example topology.kubernetes.io/zone"))
+		} else {
+			for _, msg := range validation.IsQualifiedName(fd.TopologyKey) {
+				errs = append(errs, field.Invalid(p.Child("topologyKey"), fd.TopologyKey, msg))
+			}
 		}
+		errs = append(errs, validateAtLeastOne(&fd.MaxUnhealthy, p.Child("maxUnhealthy"),
+			"must be at least 1 (or 1%): the failing node counts itself, so 0 would start no remediation")...)
 	}
 	// healthyDelay may be negative: it then waits for manual confirmation.
 	if spec.HealthyDelay != nil {
@@ -187,6 +193,21 @@ func validateBudget(spec *remediationv1alpha1.NodeHealthCheckSpec) field.ErrorLi
 // above it cannot reach the webhook: it does not decode into the int32 of IntOrString.)
 // inFlightZero refuses a maxInFlight of 0 or 0%, which would start no remediation at all.
 const inFlightZero = "must be at least 1 (or 1%): 0 would start no remediation; pauseRequests stops remediation"
+
+// validateAtLeastOne is validateIntOrPercent for a bound that must let at least one node through:
+// 0 and 0% are refused with zero.
+func validateAtLeastOne(v *intstr.IntOrString, path *field.Path, zero string) field.ErrorList {
+	if errs := validateIntOrPercent(v, path); len(errs) > 0 {
+		return errs
+	}
+	switch {
+	case v.Type == intstr.Int && v.IntVal < 1:
+		return field.ErrorList{field.Invalid(path, v.IntVal, zero)}
+	case v.Type == intstr.String && (v.StrVal == "0%" || numberRE.MatchString(v.StrVal) && strings.TrimLeft(v.StrVal, "0") == ""):
+		return field.ErrorList{field.Invalid(path, v.StrVal, zero)}
+	}
+	return nil
+}
 
 func validateIntOrPercent(v *intstr.IntOrString, path *field.Path) field.ErrorList {
 	if v == nil {
