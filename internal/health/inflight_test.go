@@ -120,9 +120,15 @@ func TestNodesBeingRemoved(t *testing.T) {
 // escalation), while the other zones go on; nodes without the label form a domain of their own.
 func TestFailureDomains(t *testing.T) {
 	in := func(zone string, n Node) Node { n.Domain = zone; return n }
-	healthy := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionTrue, time.Hour))) }
-	sick := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionUnknown, time.Hour))) }
-	soon := func(name, zone string) Node { return in(zone, node(name, false, ready(corev1.ConditionFalse, time.Minute))) }
+	healthy := func(name, zone string) Node {
+		return in(zone, node(name, false, ready(corev1.ConditionTrue, time.Hour)))
+	}
+	sick := func(name, zone string) Node {
+		return in(zone, node(name, false, ready(corev1.ConditionUnknown, time.Hour)))
+	}
+	soon := func(name, zone string) Node {
+		return in(zone, node(name, false, ready(corev1.ConditionFalse, time.Minute)))
+	}
 	minHealthy := intstr.FromString("51%")
 	one, quarter := intstr.FromInt32(1), intstr.FromString("25%")
 	// Three zones of four; zone a loses three (33% of the pool: a flat 51% threshold would let them all go).
