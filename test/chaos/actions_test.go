@@ -152,6 +152,12 @@ var kinds = []moveKind{
 		}
 		return move{Kind: "in-flight", NHC: pick(w, w.cur.nhcNames()), Count: pick(w, []int{1, 2})}, true
 	}},
+	{"domain", "domain <nhc> <n>|off (failure domains by pool)", 3, func(w *world) (move, bool) {
+		if bounded := w.nhcs(func(h *nhc) bool { return h.Spec.FailureDomain != nil }); len(bounded) > 0 && w.rng.IntN(2) == 0 {
+			return move{Kind: "domain", NHC: pick(w, bounded)}, true
+		}
+		return move{Kind: "domain", NHC: pick(w, w.cur.nhcNames()), Count: pick(w, []int{1, 2})}, true
+	}},
 	{"skew", "skew <offset>", 4, func(w *world) (move, bool) {
 		if w.cur.skewed() {
 			return move{Kind: "skew", D: pick(w, []time.Duration{0, 3 * time.Second, -3 * time.Second})}, true
@@ -344,6 +350,11 @@ func (m move) String() string {
 			return "in-flight " + m.NHC + " off"
 		}
 		return fmt.Sprintf("in-flight %s %d", m.NHC, m.Count)
+	case "domain":
+		if m.Count == 0 {
+			return "domain " + m.NHC + " off"
+		}
+		return fmt.Sprintf("domain %s %d", m.NHC, m.Count)
 	}
 	return m.Kind + " " + strings.Join(m.Nodes, ",")
 }
@@ -438,7 +449,7 @@ func parseMove(f []string) (move, error) {
 		}
 	case "unpoison", "restart", "leader-change", "drop-watches", "apiserver-restart", "kill":
 		err = want(0)
-	case "in-flight":
+	case "in-flight", "domain":
 		if err = want(2); err == nil && args[1] != "off" {
 			m.NHC = args[0]
 			if m.Count, err = strconv.Atoi(args[1]); err == nil && m.Count < 1 {
@@ -557,6 +568,14 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 		return desc, w.deleteNode(ctx, name)
 	case "reset-budget":
 		return w.resetBudget(ctx, name)
+	case "domain":
+		if m.Count == 0 {
+			w.cur.NHCs[m.NHC].Spec.FailureDomain = nil
+			return m.NHC + ": no spec.failureDomain", w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"failureDomain": nil}})
+		}
+		w.cur.NHCs[m.NHC].Spec.FailureDomain = &remediationv1alpha1.FailureDomain{TopologyKey: poolLabel, MaxUnhealthy: intstr.FromInt(m.Count)}
+		return fmt.Sprintf("%s: spec.failureDomain={%s, %d}", m.NHC, poolLabel, m.Count),
+			w.patchNHC(ctx, m.NHC, map[string]any{"spec": map[string]any{"failureDomain": map[string]any{"topologyKey": poolLabel, "maxUnhealthy": m.Count}}})
 	case "in-flight":
 		if m.Count == 0 {
 			w.cur.NHCs[m.NHC].Spec.MaxInFlight = nil

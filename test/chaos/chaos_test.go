@@ -59,6 +59,12 @@ var defaultScripts = []struct {
 		}
 		return ""
 	}},
+	{"failure-domain", "domain workers 1; pool w01 a; pool w02 a; pool w03 a; clock 5s; fail w01 False; fail w02 False; clock 30s; clock 10s; clock 10s; fix w02; clock 5s; clock 10s; domain workers off; clock 5s", func(st checkerStats) string {
+		if st.domainHeld == 0 {
+			return "no node due was held back by its failure domain"
+		}
+		return ""
+	}},
 	{"max-in-flight", "in-flight workers 1; fail w01 False; clock 5s; fail w02 False; clock 30s; clock 10s; clock 10s; fix w01; clock 5s; clock 10s; in-flight workers off; clock 5s", func(st checkerStats) string {
 		if st.inFlightHeld == 0 {
 			return "no node due waited for spec.maxInFlight"
@@ -274,10 +280,10 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	}
 	st := w.checker.stats
 	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
-		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, a node waiting for spec.maxInFlight at %d node-checks, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
+		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, a node waiting for spec.maxInFlight at %d node-checks, for its failure domain at %d, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
 		"owed remediations seen at %d node-checks, at most %d in a row; %s",
 		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
-		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.machineOwned, st.claimedElsewhere, st.owed, st.longestOwed, w.kindCounts())
+		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
 	if len(broken) > 0 {
 		var lines []string

@@ -82,6 +82,10 @@ const (
 	// spec.maxInFlight other nodes it selects are unhealthy with its live CRs, in some state of the
 	// step (an upper bound of the nodes the decision counts as under remediation).
 	invInFlight = "max-in-flight"
+	// invFailureDomain: a NodeHealthCheck with spec.failureDomain starts a remediation of a node
+	// only while, in some state of the step, at most maxUnhealthy of the selected nodes of the
+	// node's domain (its pool label) are not Ready.
+	invFailureDomain = "failure-domain"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -194,8 +198,9 @@ type checkerStats struct {
 	// CR ran while the gate was closed (no-escalation-while-held); deletions the CRs deleted,
 	// budgetHeld the node-checks at which a node due was held back by its repair budget.
 	escalations, heldRunning, deletions, budgetHeld int
-	// inFlightHeld are the node-checks at which a node due waited for spec.maxInFlight.
-	inFlightHeld int
+	// inFlightHeld are the node-checks at which a node due waited for spec.maxInFlight, domainHeld
+	// those at which its failure domain was over spec.failureDomain's bound.
+	inFlightHeld, domainHeld int
 	// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
 	// claimed another Machine or none (before or after the step).
 	machineOwned, claimedElsewhere int
@@ -369,6 +374,7 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.starts = append(k.starts, c)
 		k.checkRepairBudget(c, states, report)
 		k.checkInFlight(c, states, crs, report)
+		k.checkFailureDomain(c, states, report)
 	}
 	firstStep := allStates(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template })
 	if !first || !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template }) {
@@ -434,6 +440,21 @@ func (k *checker) checkInFlight(c *crRecord, states []*state, crs []*crRecord, r
 		details = append(details, fmt.Sprintf("%d nodes under remediation, maxInFlight %d", running, limit))
 	}
 	report(invInFlight, "%s started a remediation beyond spec.maxInFlight in every state of the step: %s", c, strings.Join(details, "; "))
+}
+
+// checkFailureDomain judges a first CR against spec.failureDomain: its node's domain within the
+// bound in some state of the step.
+func (k *checker) checkFailureDomain(c *crRecord, states []*state, report func(string, string, ...any)) {
+	var details []string
+	for _, s := range states {
+		sh := s.NHCs[c.Owner]
+		over, detail := s.domainOver(sh, s.Nodes[c.Node])
+		if !over {
+			return
+		}
+		details = append(details, detail)
+	}
+	report(invFailureDomain, "%s started a remediation in a failure domain over its bound in every state of the step: %s", c, strings.Join(details, "; "))
 }
 
 // appearedAt returns the step in which a CR appeared, from the check RVs.
@@ -559,6 +580,10 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			// The returning-node hold: the threshold must hold without the nodes that just came back.
 			owed := cur.whyNotDue(h, n) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
+			if over, _ := cur.domainOver(h, n); owed && over {
+				k.stats.domainHeld++
+				owed = false // its domain lost more nodes than the bound
+			}
 			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
 				k.stats.inFlightHeld++
 				owed = false // it waits for a remediation to end

@@ -371,6 +371,29 @@ func (s *state) gateClosed(h *nhc, n node) string {
 	return ""
 }
 
+// domainOver reports whether the node's failure domain (its pool) holds more selected nodes that
+// are not Ready than the NodeHealthCheck's spec.failureDomain allows (false without one).
+func (s *state) domainOver(h *nhc, n node) (bool, string) {
+	fd := h.Spec.FailureDomain
+	if fd == nil {
+		return false, ""
+	}
+	total, failing := 0, 0
+	for _, name := range s.selected(h) {
+		if m := s.Nodes[name]; m.Pool == n.Pool {
+			total++
+			if m.Ready != corev1.ConditionTrue {
+				failing++
+			}
+		}
+	}
+	bound, err := intstr.GetScaledValueFromIntOrPercent(&fd.MaxUnhealthy, total, true)
+	if err != nil {
+		return true, err.Error()
+	}
+	return failing > bound, fmt.Sprintf("pool %q: %d of %d selected nodes not Ready, at most %d allowed", n.Pool, failing, total, bound)
+}
+
 // selected returns the names of the existing nodes the NodeHealthCheck selects.
 func (s *state) selected(h *nhc) []string {
 	var out []string

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
 // The checker on crafted histories, without an API server: every invariant catches a violation
@@ -857,4 +859,22 @@ func TestCheckerInFlight(t *testing.T) {
 	})
 	h.cr("w02", "workers", 10)
 	expect(t, h.check())
+}
+
+func TestCheckerFailureDomain(t *testing.T) {
+	h := newHistory(t)
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.FailureDomain = &remediationv1alpha1.FailureDomain{TopologyKey: poolLabel, MaxUnhealthy: intstr.FromInt32(1)}
+		for _, name := range []string{"w01", "w02"} {
+			setNode(s, name, func(n *node) { n.Pool = "a" })
+			h.fail(s, name, corev1.ConditionFalse, time.Hour)
+		}
+	})
+	// Two of pool a down: neither is owed, and a CR for either breaks the bound.
+	for range livenessSteps {
+		expect(t, h.check())
+		h.step(nil)
+	}
+	h.cr("w01", "workers", 10)
+	expect(t, h.check(), invFailureDomain)
 }
