@@ -29,6 +29,11 @@ const (
 	// of some unhealthy nodes (reason RepairBudgetExhausted; the message names them and when each may
 	// be remediated again); absent otherwise.
 	ConditionTypeRepairBudgetExhausted = "RepairBudgetExhausted"
+	// ConditionTypeFailureDomainUnhealthy is True while, in some failure domain
+	// (spec.failureDomain), more selected nodes than the bound are unhealthy or about to be, so no new
+	// remediation starts there (reason FailureDomainUnhealthy; the message names each such domain
+	// and its counts); absent otherwise.
+	ConditionTypeFailureDomainUnhealthy = "FailureDomainUnhealthy"
 	// ConditionTypeMachineHealthCheckOverlap is True while Cluster API MachineHealthChecks cover some
 	// of the selected nodes (reason ConditionReasonCoveredByMachineHealthCheck; the message names
 	// them and how many): those nodes are left to them. Absent otherwise.
@@ -51,6 +56,8 @@ const (
 	ConditionReasonOverlappingSelectors = "OverlappingSelectors"
 	// ConditionReasonRepairBudgetExhausted is the reason of RepairBudgetExhausted=True.
 	ConditionReasonRepairBudgetExhausted = "RepairBudgetExhausted"
+	// ConditionReasonFailureDomainUnhealthy is the reason of FailureDomainUnhealthy=True.
+	ConditionReasonFailureDomainUnhealthy = "FailureDomainUnhealthy"
 	// ConditionReasonCoveredByMachineHealthCheck is the reason of MachineHealthCheckOverlap=True.
 	ConditionReasonCoveredByMachineHealthCheck = "CoveredByMachineHealthCheck"
 	// ConditionReasonClockSkewBeyondBound, ConditionReasonClockSkewWithinBound and

@@ -41,6 +41,9 @@ const (
 	// EventReasonRepairBudgetExhausted (warning): an unhealthy node is not remediated because it was
 	// remediated spec.repairBudget.maxRemediations times within the window.
 	EventReasonRepairBudgetExhausted = "RepairBudgetExhausted"
+	// EventReasonFailureDomainUnhealthy (warning): a failure domain (spec.failureDomain) began to hold
+	// more unhealthy nodes than its bound; no new remediation starts there until it holds fewer.
+	EventReasonFailureDomainUnhealthy = "FailureDomainUnhealthy"
 	// EventReasonMachineLinkRejected (warning), regarding a NodeHealthCheck and related to a node:
 	// the node's annotations name a Machine that does not confirm the link (missing, its
 	// status.nodeRef names no or another node, another cluster than the node names): the node's CR

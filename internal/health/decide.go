@@ -288,6 +288,9 @@ type Decision struct {
 	Next time.Time
 	// Storm is storm recovery's new state (zero when it is off).
 	Storm StormState
+	// DomainsHeld are the failure domains (spec.failureDomain) over their bound, with why: no new
+	// remediation starts there (nil without failure domains).
+	DomainsHeld map[string]string
 }
 
 // Started returns the names of the nodes whose remediation starts now.
@@ -439,6 +442,7 @@ func Decide(in Input) Decision {
 	}
 	skip := func(nd *NodeDecision, r SkipReason, m string) { nd.Action, nd.SkipReason, nd.SkipMessage = Skip, r, m }
 	domainHeld := failureDomainsHeld(in, d.Nodes)
+	d.DomainsHeld = domainHeld
 	var first *Step
 	if len(in.Steps) > 0 {
 		first = Escalate(EscalationInput{Steps: in.Steps, Now: in.Now, Unhealthy: true}).Next

@@ -242,6 +242,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	r.reportRepairBudget(snap)
+	r.reportFailureDomains(snap)
 	if again > 0 {
 		next = health.Earliest(next, now.Add(again))
 	}
@@ -431,6 +432,7 @@ func (r *Reconciler) forget(name string) {
 	r.metrics.syncOngoing(name, nil)
 	r.metrics.syncWould(name, nil)
 	r.metrics.syncExhausted(name, nil)
+	r.metrics.syncDomains(name, nil)
 }
 
 // templateRecheck is how soon a disabled NodeHealthCheck whose template kind cannot be watched

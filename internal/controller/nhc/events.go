@@ -147,3 +147,15 @@ func (r *Reconciler) reportRepairBudget(snap *targets.Snapshot) {
 		}
 	}
 }
+
+// reportFailureDomains keeps MetricFailureDomainUnhealthy current and emits a FailureDomainUnhealthy
+// warning for each failure domain that newly holds more unhealthy nodes than its bound.
+func (r *Reconciler) reportFailureDomains(snap *targets.Snapshot) {
+	held := snap.Decision.DomainsHeld
+	for _, domain := range r.metrics.syncDomains(snap.Stored.Name, held) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(snap.Stored, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonFailureDomainUnhealthy, "HoldDomain",
+				"No new remediation starts %s", held[domain])
+		}
+	}
+}

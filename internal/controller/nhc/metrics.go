@@ -41,6 +41,9 @@ const (
 	// MetricRepairBudgetExhausted is 1 per unhealthy node that spec.repairBudget holds back; the
 	// series is removed when it no longer does. Labels: nhc, node. This operator's extension.
 	MetricRepairBudgetExhausted = "nodehealthcheck_repair_budget_exhausted"
+	// MetricFailureDomainUnhealthy is 1 per failure domain (spec.failureDomain) that holds more
+	// unhealthy nodes than its bound; the series goes when it holds fewer.
+	MetricFailureDomainUnhealthy = "nodehealthcheck_failure_domain_unhealthy"
 )
 
 // conditionMetricTypes are the condition types exported as MetricCondition.
@@ -74,10 +77,13 @@ var (
 	repairBudgetExhausted = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricRepairBudgetExhausted, Help: "1 per unhealthy node the NodeHealthCheck's repair budget holds back",
 	}, []string{"nhc", "node"})
+	failureDomainUnhealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricFailureDomainUnhealthy, Help: "1 per failure domain of the NodeHealthCheck that holds more unhealthy nodes than its bound (no new remediation starts there)",
+	}, []string{"nhc", "domain"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted)
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted, failureDomainUnhealthy)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -93,6 +99,39 @@ type metricsState struct {
 	// exhausted holds, per NodeHealthCheck, the nodes its repair budget holds back (node -> skip
 	// message), for MetricRepairBudgetExhausted and the events.
 	exhausted map[string]map[string]string
+	// domains holds, per NodeHealthCheck, the failure domains over their bound (domain -> why), for
+	// MetricFailureDomainUnhealthy and the events.
+	domains map[string]map[string]string
+}
+
+// syncDomains sets the failure-domain series of the NodeHealthCheck to the held domains (domain ->
+// why; nil: none) and returns those newly held since the last call, sorted.
+func (m *metricsState) syncDomains(nhcName string, held map[string]string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.domains == nil {
+		m.domains = map[string]map[string]string{}
+	}
+	before := m.domains[nhcName]
+	var started []string
+	for domain := range held {
+		if _, was := before[domain]; !was {
+			started = append(started, domain)
+		}
+		failureDomainUnhealthy.WithLabelValues(nhcName, domain).Set(1)
+	}
+	for domain := range before {
+		if _, ok := held[domain]; !ok {
+			failureDomainUnhealthy.DeleteLabelValues(nhcName, domain)
+		}
+	}
+	if len(held) == 0 {
+		delete(m.domains, nhcName)
+	} else {
+		m.domains[nhcName] = held
+	}
+	slices.Sort(started)
+	return started
 }
 
 // syncExhausted sets the repair-budget series of the NodeHealthCheck to the held nodes (node ->

@@ -104,6 +104,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 		meta.RemoveStatusCondition(&st.Conditions, remediationv1alpha1.ConditionTypeMachineHealthCheckOverlap)
 	}
 	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
+	setFailureDomainCondition(&st.Conditions, nhc, d, now)
 	setClockSkewCondition(&st.Conditions, nhc, snap.Skew, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
@@ -287,6 +288,22 @@ func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1
 	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRepairBudgetExhausted, Status: metav1.ConditionTrue,
 		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s%s", total, strings.Join(held, "; "), more),
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+}
+
+// setFailureDomainCondition writes FailureDomainUnhealthy while some failure domain is over its
+// bound, naming each, and removes it otherwise.
+func setFailureDomainCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, now time.Time) {
+	if len(d.DomainsHeld) == 0 {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeFailureDomainUnhealthy)
+		return
+	}
+	var why []string
+	for _, domain := range slices.Sorted(maps.Keys(d.DomainsHeld)) {
+		why = append(why, d.DomainsHeld[domain])
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeFailureDomainUnhealthy, Status: metav1.ConditionTrue,
+		Reason: remediationv1alpha1.ConditionReasonFailureDomainUnhealthy, Message: strings.Join(why, "; "),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 

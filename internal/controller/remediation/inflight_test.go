@@ -6,11 +6,15 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/nodetaints"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 var _ = Describe("spec.maxInFlight", func() {
@@ -104,11 +108,22 @@ var _ = Describe("spec.failureDomain", func() {
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring(
 			"in failure domain topology.kubernetes.io/zone=a 2 of 3 selected nodes are unhealthy or about to be, at most 1 allowed"))
 		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(ContainSubstring("(FailureDomainUnhealthy)")))
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonFailureDomainUnhealthy)).Should(ContainElement(
+			ContainSubstring("No new remediation starts in failure domain topology.kubernetes.io/zone=a")))
+		Expect(meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeFailureDomainUnhealthy)).To(
+			HaveField("Message", ContainSubstring("topology.kubernetes.io/zone=a 2 of 3")))
+		Expect(testutil.Series(nhc.MetricFailureDomainUnhealthy, map[string]string{"nhc": n.Name, "domain": "a"})).NotTo(BeNil())
 		e.RemediationDecided(ctx, n)
 		Consistently(func() int { return len(e.TestCRs(ctx, a[0].Name)()) + len(e.TestCRs(ctx, a[1].Name)()) }).WithTimeout(time.Second).Should(BeZero())
 
 		By("one of zone a comes back: the other is remediated")
 		e.SetReady(ctx, a[1], corev1.ConditionTrue, time.Hour)
 		Eventually(e.TestCRs(ctx, a[0].Name)).Should(HaveLen(1))
+		Eventually(func() *metav1.Condition {
+			return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeFailureDomainUnhealthy)
+		}).Should(BeNil())
+		Eventually(func() any {
+			return testutil.Series(nhc.MetricFailureDomainUnhealthy, map[string]string{"nhc": n.Name, "domain": "a"})
+		}).Should(BeNil())
 	})
 })
