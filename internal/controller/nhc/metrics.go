@@ -107,59 +107,44 @@ type metricsState struct {
 // syncDomains sets the failure-domain series of the NodeHealthCheck to the held domains (domain ->
 // why; nil: none) and returns those newly held since the last call, sorted.
 func (m *metricsState) syncDomains(nhcName string, held map[string]string) []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.domains == nil {
-		m.domains = map[string]map[string]string{}
-	}
-	before := m.domains[nhcName]
-	var started []string
-	for domain := range held {
-		if _, was := before[domain]; !was {
-			started = append(started, domain)
-		}
-		failureDomainUnhealthy.WithLabelValues(nhcName, domain).Set(1)
-	}
-	for domain := range before {
-		if _, ok := held[domain]; !ok {
-			failureDomainUnhealthy.DeleteLabelValues(nhcName, domain)
-		}
-	}
-	if len(held) == 0 {
-		delete(m.domains, nhcName)
-	} else {
-		m.domains[nhcName] = held
-	}
-	slices.Sort(started)
-	return started
+	return m.syncHeld(failureDomainUnhealthy, &m.domains, nhcName, held, func(before, _ string, was bool) bool { return !was })
 }
 
 // syncExhausted sets the repair-budget series of the NodeHealthCheck to the held nodes (node ->
 // skip message; nil: none) and returns those newly held, or held with a new message (a new
 // window), since the last call. A process start reports every held node once more.
 func (m *metricsState) syncExhausted(nhcName string, held map[string]string) []string {
+	return m.syncHeld(repairBudgetExhausted, &m.exhausted, nhcName, held, func(before, now string, _ bool) bool { return before != now })
+}
+
+// syncHeld sets the gauge's series of the NodeHealthCheck to 1 for each key of held (the second
+// label) and removes those of keys no longer held, remembering held in store; it returns the keys
+// for which news says the hold is news (from what store held before, and whether it held the key),
+// sorted.
+func (m *metricsState) syncHeld(g *prometheus.GaugeVec, store *map[string]map[string]string, nhcName string, held map[string]string,
+	news func(before, now string, was bool) bool) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.exhausted == nil {
-		m.exhausted = map[string]map[string]string{}
+	if *store == nil {
+		*store = map[string]map[string]string{}
 	}
-	before := m.exhausted[nhcName]
+	before := (*store)[nhcName]
 	var started []string
-	for node, msg := range held {
-		if before[node] != msg {
-			started = append(started, node)
+	for key, value := range held {
+		if was, ok := before[key]; news(was, value, ok) {
+			started = append(started, key)
 		}
-		repairBudgetExhausted.WithLabelValues(nhcName, node).Set(1)
+		g.WithLabelValues(nhcName, key).Set(1)
 	}
-	for node := range before {
-		if _, ok := held[node]; !ok {
-			repairBudgetExhausted.DeleteLabelValues(nhcName, node)
+	for key := range before {
+		if _, ok := held[key]; !ok {
+			g.DeleteLabelValues(nhcName, key)
 		}
 	}
 	if len(held) == 0 {
-		delete(m.exhausted, nhcName)
+		delete(*store, nhcName)
 	} else {
-		m.exhausted[nhcName] = held
+		(*store)[nhcName] = held
 	}
 	slices.Sort(started)
 	return started
