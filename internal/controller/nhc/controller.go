@@ -332,6 +332,12 @@ func (r *Reconciler) holdWrite(stored *remediationv1alpha1.NodeHealthCheck, stat
 	if stored.ResourceVersion != last.resourceVersion && equalReports(&stored.Status, &last.base) && equalReports(status, &last.written) {
 		return 0, false
 	}
+	if newStarts(&stored.Status, status) {
+		// The repair budget counts a node's remediation starts from this history and the running
+		// CRs: a start recorded late could be forgotten when its CR goes (the node back within the
+		// batch) and a further remediation start beyond the budget.
+		return 0, true
+	}
 	window := r.StatusBatch
 	if countsOnly(&stored.Status, status) {
 		window *= countsOnlyBatches
@@ -340,6 +346,13 @@ func (r *Reconciler) holdWrite(stored *remediationv1alpha1.NodeHealthCheck, stat
 		return hold, false
 	}
 	return 0, true
+}
+
+// newStarts tells whether the status records remediation starts (remediationHistory,
+// dryRunRemediationHistory) the stored one does not.
+func newStarts(stored, status *remediationv1alpha1.NodeHealthCheckStatus) bool {
+	return !equality.Semantic.DeepEqual(stored.RemediationHistory, status.RemediationHistory) ||
+		!equality.Semantic.DeepEqual(stored.DryRunRemediationHistory, status.DryRunRemediationHistory)
 }
 
 // countsOnlyBatches is how many StatusBatches a change of the counts alone may wait (holdWrite). In

@@ -78,6 +78,15 @@ func TestHoldWrite(t *testing.T) {
 		t.Fatalf("a node no longer listed 2.5s after the last write: hold %v, write %v; want it written", hold, write)
 	}
 
+	// A new remediation start in the repair budget's history is written at once, whenever the last
+	// write: a start recorded late is forgotten if its CR goes first.
+	wall.SetTime(wall.Now().Add(500 * time.Millisecond))
+	started := report(0, "a", "b", "c")
+	started.RemediationHistory = []remediationv1alpha1.NodeRemediationHistory{{Name: "a", Started: []metav1.Time{{Time: wall.Now()}}}}
+	if hold, write := r.holdWrite(written, started); !write || hold != 0 {
+		t.Fatalf("a new start 500ms after the last write: hold %v, write %v; want it written at once", hold, write)
+	}
+
 	r.forget("pool")
 	if _, kept := r.written["pool"]; kept {
 		t.Fatal("a deleted NodeHealthCheck's last write is kept")
