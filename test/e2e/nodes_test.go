@@ -34,6 +34,10 @@ import (
 const (
 	unknownTimeout  = 40 * time.Second
 	scenarioTimeout = 60 * time.Second
+	// statusTimeout bounds how long the status takes to show a change: the nhc controller batches a
+	// NodeHealthCheck's status writes, at most one per 2 s, and a change of the counts alone waits up
+	// to 6 s (issue 27).
+	statusTimeout = 10 * time.Second
 )
 
 // simulatedNodes creates n kwok nodes of a new group and waits until kwok reports them Ready.
@@ -151,7 +155,7 @@ var _ = Describe("Simulated nodes that really fail", func() {
 		metrics := scraper(ctx, m, "e2e-s1-metrics")
 		nodes := simulatedNodes(ctx, "s1", 3)
 		nhc := groupNHC(ctx, "s1", newTemplate(ctx, "e2e-reboot"), 5*time.Second)
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseEnabled))
 
 		start := time.Now()
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[2], false)).To(Succeed())
@@ -159,13 +163,13 @@ var _ = Describe("Simulated nodes that really fail", func() {
 		unknownAfter := time.Since(start)
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeTrue(), "the operator remediates")
 		remediatedAfter := time.Since(start)
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseRemediating))
 		ongoing := fmt.Sprintf(`nodehealthcheck_ongoing_remediation{name=%q,namespace=%q,remediation="TestRemediation"} 1`, nodes[2], testutil.TemplateNamespace)
 		Eventually(metrics).Should(ContainSubstring(ongoing), "the metrics show the running remediation")
 
 		Eventually(ready(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the remediator brings the node back")
 		Eventually(crExists(ctx, nodes[2])).WithTimeout(scenarioTimeout).Should(BeFalse(), "the operator steps back")
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseEnabled))
 		Expect(nhc.Status.UnhealthyNodes).To(BeEmpty())
 		Eventually(eventReasons(ctx, nhc.Name)).Should(ContainElements("DetectedUnhealthy", "RemediationCreated", "RemediationRemoved"))
 		Eventually(metrics).ShouldNot(ContainSubstring(ongoing), "the metrics show the remediation ended")
@@ -183,7 +187,7 @@ var _ = Describe("Simulated nodes that really fail", func() {
 		// kwok renews each node's lease every 10s, so nodes that stop together are noticed up to 10s
 		// apart: the duration covers that, as the default of 300s does on real clusters.
 		nhc := groupNHC(ctx, "s3", newTemplate(ctx, "e2e-mass"), 20*time.Second)
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseEnabled))
 
 		failing := nodes[:6] // 60% with minHealthy 51%
 		for _, n := range failing {
@@ -256,7 +260,7 @@ var _ = Describe("Simulated nodes and escalation", func() {
 		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, ConsistOf(templates[0], templates[1])))
 		Eventually(ready(ctx, nodes[0])).WithTimeout(scenarioTimeout).Should(Equal(corev1.ConditionTrue), "the second remediator brings it back")
 		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithTimeout(scenarioTimeout).Should(WithTransform(testutil.TemplateNames, BeEmpty()))
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseEnabled))
 	})
 })
 
@@ -295,7 +299,7 @@ spec:
 		nhc := groupNHC(ctx, "s5", template, 5*time.Second)
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[1], false)).To(Succeed())
 		Eventually(crExists(ctx, nodes[1])).WithTimeout(scenarioTimeout).Should(BeTrue())
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseRemediating))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseRemediating))
 		out, err = kubectl("", "delete", "nhc", nhc.Name, "--wait=false")
 		Expect(err).To(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring(nodes[1]), "the refusal names the node being remediated")

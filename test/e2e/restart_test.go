@@ -40,7 +40,7 @@ var _ = Describe("Simulated nodes and an API server restart", func() {
 		// Nodes may miss a heartbeat around the restart; the duration covers that, as the default of
 		// 300s does on real clusters.
 		nhc := groupNHC(ctx, "s7", template, 20*time.Second)
-		Eventually(phase(ctx, nhc)).Should(Equal(remediationv1alpha1.PhaseEnabled))
+		Eventually(phase(ctx, nhc)).WithTimeout(statusTimeout).Should(Equal(remediationv1alpha1.PhaseEnabled))
 
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
 		Eventually(func() map[string]unstructured.Unstructured { return crDetails(ctx, nodes[0]) }).WithTimeout(scenarioTimeout).Should(HaveLen(1))
