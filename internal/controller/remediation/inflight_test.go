@@ -93,15 +93,17 @@ var _ = Describe("spec.failureDomain", func() {
 			a = append(a, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "a"))
 			b = append(b, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "b"))
 		}
+		// Zone a is partitioned: two of its three nodes fail; one in zone b fails too.
+		e.SetReady(ctx, a[0], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, a[1], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, b[0], corev1.ConditionUnknown, time.Hour)
+		// The NodeHealthCheck comes after the failures: it sees zone a with both down at once (one
+		// failure first would rightly be remediated before the second one counts).
 		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
 			v := intstr.FromInt32(2)
 			n.Spec.MinHealthy = &v
 			n.Spec.FailureDomain = &remediationv1alpha1.FailureDomain{TopologyKey: "topology.kubernetes.io/zone", MaxUnhealthy: intstr.FromInt32(1)}
 		})
-		// Zone a is partitioned: two of its three nodes fail; one in zone b fails too.
-		e.SetReady(ctx, a[0], corev1.ConditionUnknown, time.Hour)
-		e.SetReady(ctx, a[1], corev1.ConditionUnknown, time.Hour)
-		e.SetReady(ctx, b[0], corev1.ConditionUnknown, time.Hour)
 		Eventually(e.TestCRs(ctx, b[0].Name)).Should(HaveLen(1), "zone b goes on")
 		Eventually(heldBack(ctx, n, a[0].Name)).Should(BeTrue())
 		Eventually(heldBack(ctx, n, a[1].Name)).Should(BeTrue())
