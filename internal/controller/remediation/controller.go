@@ -171,7 +171,12 @@ type Reconciler struct {
 // gate and, added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
-	if r.affected, err = watch.AffectedFor(mgr); err != nil {
+	if r.affected, err = watch.AffectedFor(mgr); err == nil {
+		if c, ok := r.Changes.(interface{ Update(old, updated *corev1.Node) }); ok {
+			r.affected.Changes = c
+		}
+	}
+	if err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr)

@@ -54,6 +54,10 @@ type Affected struct {
 	nhcs map[string]parsedSelector
 	// members holds, by NodeHealthCheck name, the nodes its selector selects (built on first use).
 	members map[string]*membership
+	// Changes, when set, records the node condition changes of each update before the update is
+	// routed, so the decision it triggers sees them (the record's own informer handler runs
+	// concurrently and may come later).
+	Changes interface{ Update(old, updated *corev1.Node) }
 }
 
 // membership is the names of the nodes a selector selects, kept up to date by node events.
@@ -183,6 +187,11 @@ func (a *Affected) NodeEvents() handler.EventHandler {
 			enqueue(q, a.ByNode(e.Object.GetLabels()))
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if old, ok := e.ObjectOld.(*corev1.Node); ok && a.Changes != nil {
+				if updated, ok := e.ObjectNew.(*corev1.Node); ok {
+					a.Changes.Update(old, updated)
+				}
+			}
 			a.nodeChanged(e.ObjectNew.GetName(), e.ObjectNew.GetLabels())
 			enqueue(q, a.ByNode(e.ObjectOld.GetLabels()))
 			enqueue(q, a.ByNode(e.ObjectNew.GetLabels()))
