@@ -152,7 +152,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	if c, ok := r.Changes.(interface{ Update(old, updated *corev1.Node) }); ok {
+	if c, ok := r.Changes.(interface {
+		Update(old, updated *corev1.Node)
+	}); ok {
 		affected.Changes = c
 	}
 	c, err := b.

@@ -172,7 +172,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	var err error
 	if r.affected, err = watch.AffectedFor(mgr); err == nil {
-		if c, ok := r.Changes.(interface{ Update(old, updated *corev1.Node) }); ok {
+		if c, ok := r.Changes.(interface {
+			Update(old, updated *corev1.Node)
+		}); ok {
 			r.affected.Changes = c
 		}
 	}

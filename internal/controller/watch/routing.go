@@ -57,7 +57,9 @@ type Affected struct {
 	// Changes, when set, records the node condition changes of each update before the update is
 	// routed, so the decision it triggers sees them (the record's own informer handler runs
 	// concurrently and may come later).
-	Changes interface{ Update(old, updated *corev1.Node) }
+	Changes interface {
+		Update(old, updated *corev1.Node)
+	}
 }
 
 // membership is the names of the nodes a selector selects, kept up to date by node events.
