@@ -6,18 +6,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -331,4 +335,108 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// An upgrade with Helm 3 (the SDK's client-side three-way merge) never clears the rules the
+// aggregation controller filled into the ext-remediation role, neither from the chart as it was
+// (which declared `rules: []`) nor from this one: without the rules the operator could neither read
+// templates nor write remediation CRs until the controller filled them again. Every version of the
+// role from before the first upgrade to after the last is watched.
+func TestUpgradeKeepsAggregatedRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t)
+	c.startAggregation(t)
+	ctx := context.Background()
+	remediator := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		},
+	}
+	if err := c.k8s.Create(ctx, remediator); err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}
+	install := action.NewInstall(c.helm(t))
+	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = releaseName, namespace, true, time.Minute
+	if _, err := install.Run(previousChart(t), values); err != nil {
+		t.Fatalf("helm install of the chart as it was: %v", err)
+	}
+	const role = "nhc-node-healthcheck-ext-remediation"
+	agg := &rbacv1.ClusterRole{}
+	waitFor(t, "the remediator's rules aggregated", func() bool {
+		return c.k8s.Get(ctx, client.ObjectKey{Name: role}, agg) == nil && len(agg.Rules) == 2
+	})
+	cs, err := kubernetes.NewForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.RbacV1().ClusterRoles().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + role, ResourceVersion: agg.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	from, err := strconv.ParseInt(agg.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.upgrade(t, values) // from the chart as it was
+	c.upgrade(t, values) // from this one
+
+	// Every version up to now: the watch has delivered the role's current resourceVersion.
+	if err := c.k8s.Get(ctx, client.ObjectKey{Name: role}, agg); err != nil {
+		t.Fatal(err)
+	}
+	now, err := strconv.ParseInt(agg.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	for seen := from; seen < now; {
+		select {
+		case ev := <-w.ResultChan():
+			r, ok := ev.Object.(*rbacv1.ClusterRole)
+			if !ok {
+				t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			t.Logf("%s %s: %d rules", ev.Type, r.ResourceVersion, len(r.Rules))
+			if len(r.Rules) != 2 {
+				t.Errorf("an upgrade set the aggregated role's rules to %v (version %s)", r.Rules, r.ResourceVersion)
+			}
+			if seen, err = strconv.ParseInt(r.ResourceVersion, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("the watch did not reach version %d", now)
+		}
+	}
+	t.Logf("The role's version before the upgrades %d, after %d", from, now)
+	if len(agg.Rules) != 2 {
+		t.Errorf("after the upgrades the role has %d rules, want 2", len(agg.Rules))
+	}
+}
+
+// previousChart is the chart as it was before it stopped declaring the aggregated role's rules:
+// `rules: []` for every Helm.
+func previousChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch := loadChart(t)
+	for _, f := range ch.Templates {
+		if f.Name != "templates/rbac.yaml" {
+			continue
+		}
+		before := string(f.Data)
+		after := regexp.MustCompile(`(?s)\{\{- if hasPrefix "v3\." \.Capabilities\.HelmVersion\.Version \}\}.*?\{\{- end \}\}`).ReplaceAllLiteralString(before, "\nrules: []")
+		if after == before {
+			t.Fatal("templates/rbac.yaml has no Helm 3 block for the aggregated role's rules")
+		}
+		f.Data = []byte(after)
+		return ch
+	}
+	t.Fatal("no templates/rbac.yaml")
+	return nil
 }
