@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,12 +17,15 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -439,4 +443,79 @@ func previousChart(t *testing.T) *chart.Chart {
 	}
 	t.Fatal("no templates/rbac.yaml")
 	return nil
+}
+
+// The uninstall hook's Job, run as its ServiceAccount with only its Roles and the Job's arguments,
+// deletes the leader election Lease held by a manager of the release and the node Lease of a
+// NodeHealthCheck, and leaves another holder's node Lease and every other Lease.
+func TestCleanupHook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	bin := managerBinary(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	r := mustRender(t, nil)
+	for _, ns := range []string{namespace, "medik8s-leases"} {
+		if err := c.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var job *unstructured.Unstructured
+	for i := range r {
+		if !strings.HasSuffix(r[i].GetName(), "-cleanup") {
+			continue
+		}
+		if r[i].GetAnnotations()["helm.sh/hook"] != "post-delete" {
+			t.Errorf("%s %s is not a post-delete hook", r[i].GetKind(), r[i].GetName())
+		}
+		if r[i].GetKind() == "Job" {
+			job = &r[i]
+			continue
+		}
+		o := r[i].DeepCopy()
+		if err := c.k8s.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	if job == nil {
+		t.Fatal("no cleanup Job rendered")
+	}
+	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+
+	now := metav1.NewMicroTime(time.Now())
+	leaseOf := func(ns, name, holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &now}}
+	}
+	gone := []*coordinationv1.Lease{
+		leaseOf(namespace, "e1f13584.medik8s.io", "nhc-node-healthcheck-6f7c9d-x2x4z_8a3e5b0e-1f0b-4f8e-9a53-2b7c1d9e0f11"),
+		leaseOf("medik8s-leases", "node-worker-0", "NodeHealthCheck-workers"),
+	}
+	kept := []*coordinationv1.Lease{
+		leaseOf("medik8s-leases", "node-worker-1", "node-maintenance"),
+		leaseOf(namespace, "pause-remediation", "an-upgrade-tool"),
+	}
+	for _, l := range append(slices.Clone(gone), kept...) {
+		if err := c.k8s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, append(args, "--kubeconfig="+c.serviceAccountKubeconfig(t, "nhc-node-healthcheck-cleanup"))...) //nolint:gosec // our binary
+	out, err := cmd.CombinedOutput()
+	t.Logf("manager %v:\n%s", args, out)
+	if err != nil {
+		t.Fatalf("the cleanup failed: %v", err)
+	}
+	for _, l := range gone {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(l), &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Lease %s/%s (holder %s) not deleted: %v", l.Namespace, l.Name, *l.Spec.HolderIdentity, err)
+		}
+	}
+	for _, l := range kept {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(l), &coordinationv1.Lease{}); err != nil {
+			t.Errorf("Lease %s/%s (holder %s): %v", l.Namespace, l.Name, *l.Spec.HolderIdentity, err)
+		}
+	}
 }
