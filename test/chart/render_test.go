@@ -311,8 +311,8 @@ func TestDeploymentIsSecureAndHighlyAvailable(t *testing.T) {
 	}
 	args := toStrings(c["args"])
 	for _, a := range []string{"--leader-elect=true", "--enable-webhooks=true", "--metrics-secure=true", "--lease-namespace=medik8s-leases",
-		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs", "--leader-election-lease-duration=15s",
-		"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"} {
+		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs", "--leader-election-lease-duration=12s",
+		"--leader-election-renew-deadline=8s", "--leader-election-retry-period=2s", "--shutdown-delay=5s"} {
 		if !slices.Contains(args, a) {
 			t.Errorf("args %v lack %s", args, a)
 		}

@@ -67,7 +67,7 @@ const (
 	// container killed (the 20s). A deleted leader serves on for the manager's
 	// --shutdown-delay (5s), stops and releases the Lease; the next retry (2s, up to 1.2x more in
 	// jitter) of a candidate takes it: the standby, or the Deployment's new pod, which has started
-	// meanwhile. A killed one's Lease (the chart's 15s) runs out, then a candidate's next retry takes
+	// meanwhile. A killed one's Lease (the chart's 12s) runs out, then a candidate's next retry takes
 	// it. The candidates are the standby and the kubelet's
 	// restart of the killed container (a new process with a new identity, in the same pod): both
 	// have synced caches when they campaign (controller-runtime starts leader election after them),
