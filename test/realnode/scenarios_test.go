@@ -586,6 +586,11 @@ func helm4Scenario() {
 		for _, p := range pods {
 			Expect(p.Status.ContainerStatuses[0].Image).To(Equal(imageRepository + ":" + upgradeTag))
 		}
+		// The server-side apply left the aggregation controller's rules alone: the test
+		// remediator's two rules, aggregated into the role Helm 4 created.
+		agg, err := cs.RbacV1().ClusterRoles().Get(ctx, deployment+"-ext-remediation", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agg.Rules).To(HaveLen(2), "the aggregated rules after the server-side upgrade")
 		out, err = helm4(ctx, "history", release, "--namespace", namespace)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(MatchRegexp(`(?m)^2\s.*deployed`))
