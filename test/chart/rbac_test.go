@@ -483,6 +483,24 @@ func TestCleanupHook(t *testing.T) {
 	}
 	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
 	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	// Its pod is not one the operator's Services, budget or Deployment select, and the restricted
+	// Pod Security profile admits it.
+	labels, _, _ := unstructured.NestedStringMap(job.Object, "spec", "template", "metadata", "labels")
+	if labels["app.kubernetes.io/name"] == "node-healthcheck" && labels["app.kubernetes.io/instance"] == releaseName {
+		t.Errorf("the cleanup pod carries the operator's selector labels: %v", labels)
+	}
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	if err := c.k8s.Create(ctx, restricted); err != nil {
+		t.Fatal(err)
+	}
+	podSpec, _, _ := unstructured.NestedMap(job.Object, "spec", "template", "spec")
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"namespace": restricted.Name, "name": "cleanup"}, "spec": podSpec}}
+	unstructured.RemoveNestedField(pod.Object, "spec", "serviceAccountName")
+	if err := c.k8s.Create(ctx, pod, client.DryRunAll); err != nil {
+		t.Errorf("the restricted Pod Security profile refuses the cleanup pod: %v", err)
+	}
 
 	now := metav1.NewMicroTime(time.Now())
 	leaseOf := func(ns, name, holder string) *coordinationv1.Lease {
