@@ -238,6 +238,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == selfTestCommand {
 		os.Exit(runSelfTest(os.Args[2:], os.Stdout))
 	}
+	if len(os.Args) > 1 && os.Args[1] == cleanupCommand {
+		os.Exit(runCleanup(os.Args[2:], os.Stdout))
+	}
 	// --kubeconfig is registered on flag.CommandLine by controller-runtime's config package.
 	o, err := parseFlags(flag.CommandLine, os.Args[1:])
 	if err != nil {

@@ -219,3 +219,18 @@ func TestGCDefault(t *testing.T) {
 		t.Errorf("GOGC=200: the runtime collects at %d, want the environment's 200 untouched", now)
 	}
 }
+
+func TestCleanupFlags(t *testing.T) {
+	o, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), []string{"--leader-election-namespace=nhc", "--leader-holder-prefix=nhc-node-healthcheck-"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.LeaderElectionID != "e1f13584.medik8s.io" || o.LeaseNamespace != "medik8s-leases" || o.LeaderElectionNamespace != "nhc" || o.LeaderPrefix != "nhc-node-healthcheck-" {
+		t.Errorf("options %+v", o)
+	}
+	for _, args := range [][]string{{"--leader-election-namespace=nhc"}, {"--leader-holder-prefix=x-"}, {"--leader-election-namespace=nhc", "--leader-holder-prefix=x-", "extra"}} {
+		if _, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), args); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}

@@ -173,8 +173,8 @@ func TestOptionSets(t *testing.T) {
 		if args := deploymentArgs(t, mustRender(t, map[string]any{"leaderElection": map[string]any{"id": "nhc.example.com"}})); !slices.Contains(args, "--leader-election-id=nhc.example.com") {
 			t.Errorf("set: args %v lack --leader-election-id=nhc.example.com", args)
 		}
-		if got, want := leArgs(deploymentArgs(t, mustRender(t, nil))), []string{"--leader-election-lease-duration=15s",
-			"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"}; !slices.Equal(got, want) {
+		if got, want := leArgs(deploymentArgs(t, mustRender(t, nil))), []string{"--leader-election-lease-duration=12s",
+			"--leader-election-renew-deadline=8s", "--leader-election-retry-period=2s"}; !slices.Equal(got, want) {
 			t.Errorf("defaults: got %v, want %v", got, want)
 		}
 		r := mustRender(t, map[string]any{"leaderElection": map[string]any{"leaseDuration": "60s", "renewDeadline": "40s", "retryPeriod": "5s"}})

@@ -6,18 +6,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/onsi/gomega"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -331,4 +339,201 @@ func grep(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// An upgrade with Helm 3 (the SDK's client-side three-way merge) never clears the rules the
+// aggregation controller filled into the ext-remediation role, neither from the chart as it was
+// (which declared `rules: []`) nor from this one: without the rules the operator could neither read
+// templates nor write remediation CRs until the controller filled them again. Every version of the
+// role from before the first upgrade to after the last is watched.
+func TestUpgradeKeepsAggregatedRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	c := startCluster(t)
+	c.startAggregation(t)
+	ctx := context.Background()
+	remediator := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		},
+	}
+	if err := c.k8s.Create(ctx, remediator); err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}
+	install := action.NewInstall(c.helm(t))
+	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = releaseName, namespace, true, time.Minute
+	if _, err := install.Run(previousChart(t), values); err != nil {
+		t.Fatalf("helm install of the chart as it was: %v", err)
+	}
+	const role = "nhc-node-healthcheck-ext-remediation"
+	agg := &rbacv1.ClusterRole{}
+	waitFor(t, "the remediator's rules aggregated", func() bool {
+		return c.k8s.Get(ctx, client.ObjectKey{Name: role}, agg) == nil && len(agg.Rules) == 2
+	})
+	cs, err := kubernetes.NewForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cs.RbacV1().ClusterRoles().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + role, ResourceVersion: agg.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	from, err := strconv.ParseInt(agg.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c.upgrade(t, values) // from the chart as it was
+	c.upgrade(t, values) // from this one
+
+	// Every version up to now: the watch has delivered the role's current resourceVersion.
+	if err := c.k8s.Get(ctx, client.ObjectKey{Name: role}, agg); err != nil {
+		t.Fatal(err)
+	}
+	now, err := strconv.ParseInt(agg.ResourceVersion, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(time.Minute)
+	for seen := from; seen < now; {
+		select {
+		case ev := <-w.ResultChan():
+			r, ok := ev.Object.(*rbacv1.ClusterRole)
+			if !ok {
+				t.Fatalf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			t.Logf("%s %s: %d rules", ev.Type, r.ResourceVersion, len(r.Rules))
+			if len(r.Rules) != 2 {
+				t.Errorf("an upgrade set the aggregated role's rules to %v (version %s)", r.Rules, r.ResourceVersion)
+			}
+			if seen, err = strconv.ParseInt(r.ResourceVersion, 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		case <-timeout:
+			t.Fatalf("the watch did not reach version %d", now)
+		}
+	}
+	t.Logf("The role's version before the upgrades %d, after %d", from, now)
+	if len(agg.Rules) != 2 {
+		t.Errorf("after the upgrades the role has %d rules, want 2", len(agg.Rules))
+	}
+}
+
+// previousChart is the chart as it was before it stopped declaring the aggregated role's rules:
+// `rules: []` for every Helm.
+func previousChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch := loadChart(t)
+	for _, f := range ch.Templates {
+		if f.Name != "templates/rbac.yaml" {
+			continue
+		}
+		before := string(f.Data)
+		after := regexp.MustCompile(`(?s)\{\{- if hasPrefix "v3\." \.Capabilities\.HelmVersion\.Version \}\}.*?\{\{- end \}\}`).ReplaceAllLiteralString(before, "\nrules: []")
+		if after == before {
+			t.Fatal("templates/rbac.yaml has no Helm 3 block for the aggregated role's rules")
+		}
+		f.Data = []byte(after)
+		return ch
+	}
+	t.Fatal("no templates/rbac.yaml")
+	return nil
+}
+
+// The uninstall hook's Job, run as its ServiceAccount with only its Roles and the Job's arguments,
+// deletes the leader election Lease held by a manager of the release and the node Lease of a
+// NodeHealthCheck, and leaves another holder's node Lease and every other Lease.
+func TestCleanupHook(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a control plane")
+	}
+	bin := managerBinary(t)
+	c := startCluster(t)
+	ctx := context.Background()
+	r := mustRender(t, nil)
+	for _, ns := range []string{namespace, "medik8s-leases"} {
+		if err := c.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var job *unstructured.Unstructured
+	for i := range r {
+		if !strings.HasSuffix(r[i].GetName(), "-cleanup") {
+			continue
+		}
+		if r[i].GetAnnotations()["helm.sh/hook"] != "post-delete" {
+			t.Errorf("%s %s is not a post-delete hook", r[i].GetKind(), r[i].GetName())
+		}
+		if r[i].GetKind() == "Job" {
+			job = &r[i]
+			continue
+		}
+		o := r[i].DeepCopy()
+		if err := c.k8s.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	if job == nil {
+		t.Fatal("no cleanup Job rendered")
+	}
+	containers, _, _ := unstructured.NestedSlice(job.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	// Its pod is not one the operator's Services, budget or Deployment select, and the restricted
+	// Pod Security profile admits it.
+	labels, _, _ := unstructured.NestedStringMap(job.Object, "spec", "template", "metadata", "labels")
+	if labels["app.kubernetes.io/name"] == "node-healthcheck" && labels["app.kubernetes.io/instance"] == releaseName {
+		t.Errorf("the cleanup pod carries the operator's selector labels: %v", labels)
+	}
+	restricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restricted", Labels: map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+	if err := c.k8s.Create(ctx, restricted); err != nil {
+		t.Fatal(err)
+	}
+	podSpec, _, _ := unstructured.NestedMap(job.Object, "spec", "template", "spec")
+	pod := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Pod",
+		"metadata": map[string]any{"namespace": restricted.Name, "name": "cleanup"}, "spec": podSpec}}
+	unstructured.RemoveNestedField(pod.Object, "spec", "serviceAccountName")
+	if err := c.k8s.Create(ctx, pod, client.DryRunAll); err != nil {
+		t.Errorf("the restricted Pod Security profile refuses the cleanup pod: %v", err)
+	}
+
+	now := metav1.NewMicroTime(time.Now())
+	leaseOf := func(ns, name, holder string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &now}}
+	}
+	gone := []*coordinationv1.Lease{
+		leaseOf(namespace, "e1f13584.medik8s.io", "nhc-node-healthcheck-6f7c9d-x2x4z_8a3e5b0e-1f0b-4f8e-9a53-2b7c1d9e0f11"),
+		leaseOf("medik8s-leases", "node-worker-0", "NodeHealthCheck-workers"),
+	}
+	kept := []*coordinationv1.Lease{
+		leaseOf("medik8s-leases", "node-worker-1", "node-maintenance"),
+		leaseOf(namespace, "pause-remediation", "an-upgrade-tool"),
+	}
+	for _, l := range append(slices.Clone(gone), kept...) {
+		if err := c.k8s.Create(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, append(args, "--kubeconfig="+c.serviceAccountKubeconfig(t, "nhc-node-healthcheck-cleanup"))...) //nolint:gosec // our binary
+	out, err := cmd.CombinedOutput()
+	t.Logf("manager %v:\n%s", args, out)
+	if err != nil {
+		t.Fatalf("the cleanup failed: %v", err)
+	}
+	for _, l := range gone {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(l), &coordinationv1.Lease{}); !apierrors.IsNotFound(err) {
+			t.Errorf("Lease %s/%s (holder %s) not deleted: %v", l.Namespace, l.Name, *l.Spec.HolderIdentity, err)
+		}
+	}
+	for _, l := range kept {
+		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(l), &coordinationv1.Lease{}); err != nil {
+			t.Errorf("Lease %s/%s (holder %s): %v", l.Namespace, l.Name, *l.Spec.HolderIdentity, err)
+		}
+	}
 }

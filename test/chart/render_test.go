@@ -159,9 +159,13 @@ var (
 
 // With no values on a bare cluster (no cert-manager, no Prometheus operator) the chart renders only
 // what such a cluster serves: the operator makes its own webhook certificate.
-// testHookObjects are the helm test hook's objects, rendered with every release.
-var testHookObjects = []string{"ClusterRole/nhc-node-healthcheck-self-test", "ClusterRoleBinding/nhc-node-healthcheck-self-test",
-	"Pod/nhc-node-healthcheck-self-test", "ServiceAccount/nhc-node-healthcheck-self-test"}
+// hookObjects are the hooks' objects (helm test's, uninstall's), rendered with every release.
+var hookObjects = []string{"ClusterRole/nhc-node-healthcheck-self-test", "ClusterRoleBinding/nhc-node-healthcheck-self-test",
+	"Pod/nhc-node-healthcheck-self-test", "ServiceAccount/nhc-node-healthcheck-self-test",
+	// The post-delete hook that deletes the Leases the operator leaves: Roles in the release's
+	// namespace and the lease namespace.
+	"Job/nhc-node-healthcheck-cleanup", "Role/nhc-node-healthcheck-cleanup", "Role/nhc-node-healthcheck-cleanup",
+	"RoleBinding/nhc-node-healthcheck-cleanup", "RoleBinding/nhc-node-healthcheck-cleanup", "ServiceAccount/nhc-node-healthcheck-cleanup"}
 
 func TestDefaultRender(t *testing.T) {
 	r := mustRender(t, nil)
@@ -174,7 +178,7 @@ func TestDefaultRender(t *testing.T) {
 		"RoleBinding/nhc-node-healthcheck-node-leases", "Secret/nhc-node-healthcheck-webhook-cert", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
 		"ServiceAccount/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
 	}
-	want = slices.Sorted(slices.Values(append(want, testHookObjects...)))
+	want = slices.Sorted(slices.Values(append(want, hookObjects...)))
 	if got := r.kinds(); !slices.Equal(got, want) {
 		t.Errorf("objects:\n got %v\nwant %v", got, want)
 	}
@@ -201,7 +205,7 @@ func TestDefaultRenderWithCertManagerAndPrometheusOperator(t *testing.T) {
 		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
 		"ServiceAccount/nhc-node-healthcheck", "ServiceMonitor/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
 	}
-	want = slices.Sorted(slices.Values(append(want, testHookObjects...)))
+	want = slices.Sorted(slices.Values(append(want, hookObjects...)))
 	if got := r.kinds(); !slices.Equal(got, want) {
 		t.Errorf("objects:\n got %v\nwant %v", got, want)
 	}
@@ -307,8 +311,8 @@ func TestDeploymentIsSecureAndHighlyAvailable(t *testing.T) {
 	}
 	args := toStrings(c["args"])
 	for _, a := range []string{"--leader-elect=true", "--enable-webhooks=true", "--metrics-secure=true", "--lease-namespace=medik8s-leases",
-		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs", "--leader-election-lease-duration=15s",
-		"--leader-election-renew-deadline=10s", "--leader-election-retry-period=2s"} {
+		"--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs", "--leader-election-lease-duration=12s",
+		"--leader-election-renew-deadline=8s", "--leader-election-retry-period=2s", "--shutdown-delay=5s"} {
 		if !slices.Contains(args, a) {
 			t.Errorf("args %v lack %s", args, a)
 		}

@@ -67,7 +67,7 @@ const (
 	// container killed (the issue's 20s). A deleted leader serves on for the manager's
 	// --shutdown-delay (5s), stops and releases the Lease; the next retry (2s, up to 1.2x more in
 	// jitter) of a candidate takes it: the standby, or the Deployment's new pod, which has started
-	// meanwhile. A killed one's Lease (the chart's 15s) runs out, then a candidate's next retry takes
+	// meanwhile. A killed one's Lease (the chart's 12s) runs out, then a candidate's next retry takes
 	// it. The candidates are the standby and the kubelet's
 	// restart of the killed container (a new process with a new identity, in the same pod): both
 	// have synced caches when they campaign (controller-runtime starts leader election after them),
@@ -512,7 +512,7 @@ func scenarios() {
 		GinkgoWriter.Printf("%s\n", out)
 	})
 
-	It("leaves no pods, webhook configurations or remediation CRs behind on helm uninstall, only its leader and node Leases, and keeps the CRD (crds.keep)", func(ctx context.Context) {
+	It("leaves no pods, webhook configurations, Leases or remediation CRs behind on helm uninstall, and keeps the CRD (crds.keep)", func(ctx context.Context) {
 		// A remediation running at the uninstall: the remediator holds its CR.
 		remediator.Hold("realnode-template", true)
 		DeferCleanup(func() { remediator.Hold("realnode-template", false) })
@@ -521,6 +521,12 @@ func scenarios() {
 		// While the operator runs, its webhook keeps the NodeHealthCheck of a running remediation.
 		err := k8s.Delete(ctx, nhc)
 		Expect(err).To(MatchError(And(ContainSubstring(`admission webhook "vnodehealthcheck.kb.io" denied the request`), ContainSubstring("remediation is running for node(s) "+nodes[0]))))
+
+		// What the uninstall must not leave: the leader's Lease and the running remediation's node Lease.
+		Expect(leaseHolder(ctx)).NotTo(BeEmpty())
+		nl, err := cs.CoordinationV1().Leases("medik8s-leases").Get(ctx, nodelease.Name(nodes[0]), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ptr.Deref(nl.Spec.HolderIdentity, "")).To(Equal(nodelease.Holder(nhc.Name)))
 
 		begin := time.Now()
 		out, err := helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
@@ -537,27 +543,9 @@ func scenarios() {
 		mwcs, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(mwcs.Items).To(BeEmpty())
-		// Leases: the operator deletes none of its own, and nothing of the chart does at an
-		// uninstall (not met yet: see docs/e2e.md). What is left is the leader election Lease (still
-		// held when the uninstall removed the leader's rights before it could release it) and the
-		// running remediation's node Lease in leases.namespace (kept on uninstall).
-		for _, ns := range []string{namespace, "medik8s-leases"} {
-			leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
-			Expect(err).NotTo(HaveOccurred())
-			for _, l := range leases.Items {
-				holder := ""
-				if l.Spec.HolderIdentity != nil {
-					holder = *l.Spec.HolderIdentity
-				}
-				GinkgoWriter.Printf("Left after the uninstall: Lease %s/%s, holder %q, renewed %v\n", ns, l.Name, holder, l.Spec.RenewTime)
-				switch {
-				case ns == namespace:
-					Expect(l.Name).To(Equal(leaderLease))
-				default:
-					Expect(l.Name).To(Equal(nodelease.Name(nodes[0])), "only the running remediation's node Lease")
-				}
-			}
-		}
+		// Leases: the chart's post-delete hook (leases.deleteOnUninstall) deleted the leader
+		// election Lease and the running remediation's node Lease in leases.namespace.
+		expectNoLeases(ctx)
 		_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
 		Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
 		// The user's NodeHealthCheck stays too, with its CR; deleted now (the CRD's rules admit it),
@@ -598,6 +586,11 @@ func helm4Scenario() {
 		for _, p := range pods {
 			Expect(p.Status.ContainerStatuses[0].Image).To(Equal(imageRepository + ":" + upgradeTag))
 		}
+		// The server-side apply left the aggregation controller's rules alone: the test
+		// remediator's two rules, aggregated into the role Helm 4 created.
+		agg, err := cs.RbacV1().ClusterRoles().Get(ctx, deployment+"-ext-remediation", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(agg.Rules).To(HaveLen(2), "the aggregated rules after the server-side upgrade")
 		out, err = helm4(ctx, "history", release, "--namespace", namespace)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(MatchRegexp(`(?m)^2\s.*deployed`))
@@ -612,9 +605,26 @@ func helm4Scenario() {
 		vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(vwcs.Items).To(BeEmpty())
+		expectNoLeases(ctx)
 		_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
 		Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
 	})
+}
+
+// expectNoLeases checks, after an uninstall returned, that no Lease is left in the release's
+// namespace (the leader election Lease) or in leases.namespace (node Leases): the chart's post-delete
+// hook ran before helm uninstall returned.
+func expectNoLeases(ctx context.Context) {
+	GinkgoHelper()
+	for _, ns := range []string{namespace, "medik8s-leases"} {
+		leases, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var left []string
+		for _, l := range leases.Items {
+			left = append(left, fmt.Sprintf("%s/%s (holder %q, renewed %v)", ns, l.Name, ptr.Deref(l.Spec.HolderIdentity, ""), l.Spec.RenewTime))
+		}
+		Expect(left).To(BeEmpty(), "Leases left after the uninstall")
+	}
 }
 
 // leaderAndOther returns the leading operator pod and the other one (both Ready).
