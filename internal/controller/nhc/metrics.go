@@ -44,6 +44,15 @@ const (
 	// MetricFailureDomainUnhealthy is 1 per failure domain (spec.failureDomain) that holds more
 	// unhealthy nodes than its bound; the series goes when it holds fewer.
 	MetricFailureDomainUnhealthy = "nodehealthcheck_failure_domain_unhealthy"
+	// MetricRemediationOutcomes counts ended remediations by how they ended (issue 28.5). Labels:
+	// nhc, outcome (one of api/v1alpha1's RemediationOutcome values), step (the 1-based number of
+	// the escalation step that ran last; at most 32 values). This operator's extension.
+	MetricRemediationOutcomes = "nodehealthcheck_remediation_outcomes_total"
+	// MetricRemediationDeadline is, per node under remediation whose NodeHealthCheck has escalation
+	// steps, when its steps allow it to end: its first CR's creation plus the sum of the steps'
+	// timeouts (unix seconds). The series is removed when the remediation ends. Labels: nhc, node.
+	// Alerts compare it with time(). This operator's extension.
+	MetricRemediationDeadline = "nodehealthcheck_remediation_deadline_timestamp_seconds"
 )
 
 // conditionMetricTypes are the condition types exported as MetricCondition.
@@ -80,10 +89,17 @@ var (
 	failureDomainUnhealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricFailureDomainUnhealthy, Help: "1 per failure domain of the NodeHealthCheck that holds more unhealthy nodes than its bound (no new remediation starts there)",
 	}, []string{"nhc", "domain"})
+	remediationOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: MetricRemediationOutcomes, Help: "Ended remediations, by how they ended and the escalation step that ran last",
+	}, []string{"nhc", "outcome", "step"})
+	remediationDeadline = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricRemediationDeadline, Help: "When a running remediation's escalation steps allow it to end (its first CR's creation plus the steps' timeouts), in unix seconds",
+	}, []string{"nhc", "node"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted, failureDomainUnhealthy)
+	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted, failureDomainUnhealthy,
+		remediationOutcomes, remediationDeadline)
 }
 
 // gaugeKey is one ongoing-remediation series.
