@@ -524,7 +524,13 @@ func scenarios() {
 		DeferCleanup(func() { remediator.Hold("realnode-template", false) })
 		Expect(localcluster.SetHeartbeats(ctx, k8s, nodes[0], false)).To(Succeed())
 		Eventually(testutil.NodeCRs(ctx, k8s, nodes[0], testutil.TestRemediationKind)).WithContext(ctx).WithTimeout(remediationTimeout).ShouldNot(BeEmpty())
-		// While the operator runs, its webhook keeps the NodeHealthCheck of a running remediation.
+		// While the operator runs, its webhook keeps the NodeHealthCheck of a running remediation, as
+		// its status lists it (written at once for a new start, yet after the CR's create).
+		Eventually(func(g Gomega) {
+			stored := &remediationv1alpha1.NodeHealthCheck{}
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(nhc), stored)).To(Succeed())
+			g.Expect(stored.Status.RemediatingNodes).To(HaveValue(Equal(1)))
+		}).WithContext(ctx).WithTimeout(statusTimeout).Should(Succeed())
 		err := k8s.Delete(ctx, nhc)
 		Expect(err).To(MatchError(And(ContainSubstring(`admission webhook "vnodehealthcheck.kb.io" denied the request`), ContainSubstring("remediation is running for node(s) "+nodes[0]))))
 
