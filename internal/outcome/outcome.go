@@ -190,13 +190,14 @@ func Deadline(entry *remediationv1alpha1.UnhealthyNode, steps []health.Step) (de
 	return entry.Remediations[0].Started.Add(total), true
 }
 
-// Record returns the record of the last outcomes with the ended remediations added (record is not
-// changed): each node's outcomes newest last, at most remediationv1alpha1.MaxOutcomesPerNode of
-// them, and at most remediationv1alpha1.MaxOutcomeNodes nodes, those whose newest outcome ended
-// last (then by name); sorted by node name.
+// Record returns a copy of the record of the last outcomes with the ended remediations added
+// (record, which may be shared with a cache, is not changed and shares no memory with the result):
+// each node's outcomes newest last, at most remediationv1alpha1.MaxOutcomesPerNode of them, and
+// at most remediationv1alpha1.MaxOutcomeNodes nodes, those whose newest outcome ended last (then
+// by name); sorted by node name. Nil when there is none.
 func Record(record []remediationv1alpha1.NodeRemediationOutcomes, ended []Ended) []remediationv1alpha1.NodeRemediationOutcomes {
-	if len(ended) == 0 {
-		return record
+	if len(record) == 0 && len(ended) == 0 {
+		return nil
 	}
 	out := make([]remediationv1alpha1.NodeRemediationOutcomes, 0, len(record)+len(ended))
 	index := map[string]int{}

@@ -225,6 +225,11 @@ func TestRecord(t *testing.T) {
 	}
 	if got := Record(record, nil); !equality.Semantic.DeepEqual(got, record) {
 		t.Errorf("Record without outcomes = %+v, want the record as it was", got)
+	} else if &got[0] == &record[0] || &got[0].Outcomes[0] == &record[0].Outcomes[0] {
+		t.Errorf("Record without outcomes shares memory with the record it was given (a cached object's)")
+	}
+	if got := Record(nil, nil); got != nil {
+		t.Errorf("Record(nil, nil) = %+v, want nil", got)
 	}
 	if got := Of(want, "b"); len(got) != 3 || got[2].Outcome != remediationv1alpha1.OutcomeStepsExhausted {
 		t.Errorf("Of(b) = %+v", got)
