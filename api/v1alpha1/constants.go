@@ -157,7 +157,9 @@ const (
 	// selects it, so its CRs were removed.
 	OutcomeNodeLeftSelector RemediationOutcome = "NodeLeftSelector"
 	// OutcomeStopped: the remediation's CRs went for any other reason while the node is selected and
-	// not healthy: a CR deleted by someone else, the NodeHealthCheck changed.
+	// not healthy: a CR deleted (or its owner reference removed) by someone else. (The changes of a
+	// NodeHealthCheck that could end a remediation otherwise, of its selector or templates, are
+	// refused while it runs.)
 	OutcomeStopped RemediationOutcome = "Stopped"
 )
 
