@@ -50,7 +50,7 @@ export KUBEBUILDER_ASSETS
 
 # Short fuzz runs that are part of `make test`; `make fuzz FUZZTIME=5m` runs longer.
 FUZZTIME ?= 15s
-FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL ./internal/webhook/v1alpha1:FuzzRawJSON ./internal/health:FuzzDecide ./internal/controller/decodeguard:FuzzDecode ./internal/upgrade:FuzzCondition
+FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL ./internal/webhook/v1alpha1:FuzzRawJSON ./internal/health:FuzzDecide ./internal/controller/decodeguard:FuzzDecode ./internal/upgrade:FuzzCondition ./internal/outcome:FuzzDerive
 GO_TEST_FLAGS ?= -timeout 20m
 
 .PHONY: all

@@ -72,3 +72,18 @@ const (
 	MaxTemplateNamespaceLength  = 63
 	MaxTemplateOtherFieldLength = 253
 )
+
+// Bounds of status.remediationOutcomes, which the operator alone writes (the CRD's MaxItems repeat
+// them). A NodeHealthCheck's status must stay well under etcd's request limit (1.5 MiB) in a pool of
+// 5,000 nodes after a mass failure, when status.unhealthyNodes is long too. At these bounds the record
+// takes at most 64 KiB with typical names (a cloud's 42-character node names, a 49-character template
+// name: about 600 bytes a node), and at most 140 KiB with names of the longest length Kubernetes
+// allows (253 characters for the node and each template); internal/outcome's TestRecordIsBounded
+// measures both.
+const (
+	// MaxOutcomesPerNode is how many of a node's last outcomes are kept, newest last.
+	MaxOutcomesPerNode = 3
+	// MaxOutcomeNodes is how many nodes' outcomes are kept: beyond it, the nodes whose newest
+	// outcome is oldest are dropped.
+	MaxOutcomeNodes = 100
+)

@@ -130,6 +130,42 @@ const (
 	PhaseEnabled NHCPhase = "Enabled"
 )
 
+// RemediationOutcome says how a remediation ended (status.remediationOutcomes, the metric
+// nodehealthcheck_remediation_outcomes_total). A remediation is a node's remediation CRs of one
+// NodeHealthCheck, from its first CR to the last one's removal; only real CRs count, never a
+// dry-run NodeHealthCheck's simulated steps. An extension of this operator.
+// +kubebuilder:validation:Enum=Healthy;NodeReplaced;NodeDeleted;StepsExhausted;NodeLeftSelector;Stopped
+type RemediationOutcome string
+
+// Known outcomes. Each remediation ends with exactly one, recorded once, in the status write that
+// removes the node's remediations from status.unhealthyNodes; StepsExhausted instead when its last
+// escalation step times out, and then nothing more when the remediation ends.
+const (
+	// OutcomeHealthy: the node's conditions are healthy again and its CRs were removed.
+	OutcomeHealthy RemediationOutcome = "Healthy"
+	// OutcomeNodeReplaced: the node object was recreated (its creationTimestamp is later than the
+	// remediation's first CR) and is healthy.
+	OutcomeNodeReplaced RemediationOutcome = "NodeReplaced"
+	// OutcomeNodeDeleted: the node object is gone (or was recreated and is not healthy: the node
+	// that was remediated is gone, the new one gets its own remediation).
+	OutcomeNodeDeleted RemediationOutcome = "NodeDeleted"
+	// OutcomeStepsExhausted: every escalation step timed out or failed while the node stayed
+	// unhealthy (the last step's CR was marked timed out). Recorded when that happens, once; not
+	// again when the node later recovers or its CRs go.
+	OutcomeStepsExhausted RemediationOutcome = "StepsExhausted"
+	// OutcomeNodeLeftSelector: the node still exists but the NodeHealthCheck's selector no longer
+	// selects it, so its CRs were removed.
+	OutcomeNodeLeftSelector RemediationOutcome = "NodeLeftSelector"
+	// OutcomeStopped: the remediation's CRs went for any other reason while the node is selected and
+	// not healthy: a CR deleted (or its owner reference removed) by someone else. (The changes of a
+	// NodeHealthCheck that could end a remediation otherwise, of its selector or templates, are
+	// refused while it runs.)
+	OutcomeStopped RemediationOutcome = "Stopped"
+)
+
+// RemediationOutcomes are the known outcomes, in the order of the constants.
+var RemediationOutcomes = []RemediationOutcome{OutcomeHealthy, OutcomeNodeReplaced, OutcomeNodeDeleted, OutcomeStepsExhausted, OutcomeNodeLeftSelector, OutcomeStopped}
+
 // Labels on remediation CRs, as the public operator sets them.
 const (
 	// PartOfLabel is set on every remediation CR to PartOfValue.

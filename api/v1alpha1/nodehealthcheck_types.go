@@ -347,6 +347,58 @@ type NodeHealthCheckStatus struct {
 	// +optional
 	// +listType=atomic
 	DryRunRemediationHistory []NodeRemediationHistory `json:"dryRunRemediationHistory,omitempty"`
+
+	// RemediationOutcomes records how the last remediations of each node ended (Healthy,
+	// NodeReplaced, NodeDeleted, StepsExhausted, NodeLeftSelector, Stopped), sorted by node name:
+	// at most 3 per node, newest last, for at most 100 nodes (beyond that, the nodes whose newest
+	// outcome is oldest are dropped). Written in the status write that removes a node's
+	// remediations from unhealthyNodes (StepsExhausted: in the one that records its last step's
+	// timeout). Only real remediation CRs count, never a dry-run NodeHealthCheck's simulated ones.
+	// An extension of this operator.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	RemediationOutcomes []NodeRemediationOutcomes `json:"remediationOutcomes,omitempty"`
+}
+
+// NodeRemediationOutcomes is how one node's last remediations ended.
+type NodeRemediationOutcomes struct {
+	// Name is the node's name.
+	// +required
+	Name string `json:"name"`
+
+	// Outcomes are the node's last ended remediations, oldest first (at most 3).
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=3
+	Outcomes []EndedRemediation `json:"outcomes"`
+}
+
+// EndedRemediation is how one remediation of a node ended.
+type EndedRemediation struct {
+	// Outcome says how it ended.
+	// +required
+	Outcome RemediationOutcome `json:"outcome"`
+
+	// Step is the number (from 1) of the escalation step that ran last: the number of the node's
+	// remediation CRs when it ended; 1 for a single remediationTemplate.
+	// +required
+	Step int `json:"step"`
+
+	// Template is the name of the template of the step that ran last (empty when its CR did not
+	// name it).
+	// +optional
+	Template string `json:"template,omitempty"`
+
+	// Started is when its first remediation CR was created.
+	// +required
+	Started metav1.Time `json:"started"`
+
+	// Ended is when it ended: when the status write recorded the removal of its CRs, or, for
+	// StepsExhausted, when the last step timed out.
+	// +required
+	Ended metav1.Time `json:"ended"`
 }
 
 // NodeRemediationHistory is when one node's recent remediations started.

@@ -1,8 +1,9 @@
 // Command kubectl-nhc is a kubectl plugin for NodeHealthChecks (install it with go install
 // github.com/medik8s/node-healthcheck/cmd/kubectl-nhc@latest; kubectl finds it on the PATH):
 //
-//	kubectl nhc explain node <name>   why a node is (not) being remediated, by every NodeHealthCheck
-//	kubectl nhc explain nhc <name>    a NodeHealthCheck's budget, nodes, blockers and remediations
+//	kubectl nhc explain node <name>   why a node is (not) being remediated, by every NodeHealthCheck,
+//	                                  and how its last remediations ended
+//	kubectl nhc explain nhc <name>    a NodeHealthCheck's budget, nodes, blockers, remediations and outcomes
 //
 // It reads the live cluster only, and decides with the operator's own code (internal/explain).
 package main
@@ -28,8 +29,8 @@ import (
 )
 
 const usage = `Usage:
-  kubectl nhc explain node <name> [flags]   why a node is (not) being remediated
-  kubectl nhc explain nhc <name> [flags]    a NodeHealthCheck's nodes, blockers and remediations
+  kubectl nhc explain node <name> [flags]   why a node is (not) being remediated, and how its last remediations ended
+  kubectl nhc explain nhc <name> [flags]    a NodeHealthCheck's nodes, blockers, remediations and outcomes
 
 Flags:
 `

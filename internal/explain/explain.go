@@ -29,6 +29,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
+	"github.com/medik8s/node-healthcheck/internal/outcome"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -185,15 +186,19 @@ func clusterAPICoverage(ctx context.Context, c client.Client) (map[string]string
 	return upgrade.ClusterAPICoverage(lists[0], lists[1]), nil
 }
 
-// Node explains every NodeHealthCheck's view of the node to w. Kinds the user may not read but
-// NodeHealthChecks and Nodes are taken as absent, and the answer says so (partial).
+// Node explains every NodeHealthCheck's view of the node to w, with how its last remediations
+// ended (also for a node that no longer exists, or that a NodeHealthCheck no longer selects).
+// Kinds the user may not read but NodeHealthChecks and Nodes are taken as absent, and the answer
+// says so (partial).
 func Node(ctx context.Context, userClient client.Client, name string, o Options, w io.Writer) error {
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
 	c := &partial{Client: userClient}
 	node := &corev1.Node{}
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); apierrors.IsNotFound(err) {
+		return goneNode(ctx, c, name, err, o, w)
+	} else if err != nil {
 		return fmt.Errorf("getting node %s: %w", name, err)
 	}
 	checks, err := Gather(ctx, c, o)
@@ -219,6 +224,12 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 		s := ch.Snapshot
 		if _, ok := s.SelectedNode(name); !ok {
 			if len(s.CRs[name]) == 0 {
+				if len(outcome.Of(s.Stored.Status.RemediationOutcomes, name)) > 0 {
+					p.line(0, "")
+					p.line(0, "NodeHealthCheck %s: does not select the node", s.Stored.Name)
+					explainOutcomes(p, s, name)
+					continue
+				}
 				others = append(others, s.Stored.Name)
 				continue
 			}
@@ -268,6 +279,7 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 		p.line(1, "decision: %s", actionText(nd.Action, s.DryRun()))
 	}
 	explainCRs(p, s, name)
+	explainOutcomes(p, s, name)
 	if lease != nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		holder := *lease.Spec.HolderIdentity
 		if held, until := nodelease.ForeignHold(lease, nodelease.Holder(s.Stored.Name), s.Now); held {
@@ -290,6 +302,70 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 			p.line(1, "reported condition %s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
 		}
 	}
+}
+
+// goneNode answers for a node that does not exist: how its last remediations ended, as each
+// NodeHealthCheck recorded them, or notFound when none did.
+func goneNode(ctx context.Context, c *partial, name string, notFound error, o Options, w io.Writer) error {
+	checks, err := Gather(ctx, c, o)
+	if err != nil {
+		return err
+	}
+	p := &printer{w: w}
+	found := false
+	for _, ch := range checks {
+		s := ch.Snapshot
+		if len(outcome.Of(s.Stored.Status.RemediationOutcomes, name)) == 0 {
+			continue
+		}
+		if !found {
+			p.line(0, "Node %s does not exist", name)
+		}
+		found = true
+		p.line(0, "")
+		p.line(0, "NodeHealthCheck %s", s.Stored.Name)
+		explainOutcomes(p, s, name)
+	}
+	if !found {
+		return fmt.Errorf("getting node %s: %w", name, notFound)
+	}
+	forbiddenNote(p, c)
+	return p.err
+}
+
+// explainOutcomes prints how the node's last remediations ended, as the NodeHealthCheck recorded
+// them (status.remediationOutcomes), oldest first.
+func explainOutcomes(p *printer, s *targets.Snapshot, node string) {
+	outcomes := outcome.Of(s.Stored.Status.RemediationOutcomes, node)
+	if len(outcomes) == 0 {
+		return
+	}
+	p.line(1, "last outcomes (oldest first, at most %d):", remediationv1alpha1.MaxOutcomesPerNode)
+	for _, o := range outcomes {
+		template := ""
+		if o.Template != "" {
+			template = " (template " + o.Template + ")"
+		}
+		p.line(2, "%s after step %d%s: started %s, ended %s, after %s", o.Outcome, o.Step, template, stamp(o.Started.Time), stamp(o.Ended.Time),
+			o.Ended.Sub(o.Started.Time).Round(time.Second))
+	}
+}
+
+// outcomeCounts summarises the outcomes a NodeHealthCheck recorded, by outcome ("" when none).
+func outcomeCounts(record []remediationv1alpha1.NodeRemediationOutcomes) string {
+	counts := map[remediationv1alpha1.RemediationOutcome]int{}
+	for _, n := range record {
+		for _, o := range n.Outcomes {
+			counts[o.Outcome]++
+		}
+	}
+	var parts []string
+	for _, o := range remediationv1alpha1.RemediationOutcomes {
+		if counts[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o, counts[o]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // blockers lists what keeps new remediations of the node from starting, besides the decision's own
@@ -422,6 +498,10 @@ func NHC(ctx context.Context, userClient client.Client, name string, o Options, 
 	}
 	for _, orphan := range s.Orphans {
 		p.line(1, "node %s: no longer selected; its CRs are removed", orphan)
+	}
+	if counts := outcomeCounts(s.Stored.Status.RemediationOutcomes); counts != "" {
+		p.line(1, "recorded outcomes (the last %d of each of %d node(s); kubectl nhc explain node <name> shows them): %s",
+			remediationv1alpha1.MaxOutcomesPerNode, len(s.Stored.Status.RemediationOutcomes), counts)
 	}
 	for _, c := range s.Stored.Status.Conditions {
 		if c.Status == metav1.ConditionTrue {

@@ -15,6 +15,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/outcome"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -236,5 +237,33 @@ func TestSortByOwner(t *testing.T) {
 	}
 	if !slices.Equal(o.orphans, []string{"gone"}) || !o.labelledControlPlane["cp"] || len(o.labelledControlPlane) != 1 {
 		t.Errorf("orphans %v, labelled control-plane %v: want gone, cp", o.orphans, o.labelledControlPlane)
+	}
+}
+
+// TestOutcomeNode checks what the outcome of a node's remediation is derived from: selected nodes
+// with the decision (healthy: nothing to decide), the unselected ones read for status, any other
+// as gone.
+func TestOutcomeNode(t *testing.T) {
+	created := assembleNow.Add(-time.Hour)
+	r := testReading(t, func(r *reading) {
+		r.nodes[1].Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse,
+			LastTransitionTime: metav1.NewTime(assembleNow.Add(-time.Minute))}}
+		r.unselected = map[string]*corev1.Node{"relabelled": {ObjectMeta: metav1.ObjectMeta{Name: "relabelled", CreationTimestamp: metav1.NewTime(created)}}, "gone": nil}
+	})
+	s, in := assemble(r, Reporting, time.Minute)
+	s.decide(in)
+	for _, tc := range []struct {
+		node string
+		want outcome.Node
+	}{
+		{"w1", outcome.Node{Exists: true, Created: created, Selected: true, Healthy: true}},
+		{"w2", outcome.Node{Exists: true, Created: created, Selected: true}}, // soon unhealthy: not simply healthy
+		{"relabelled", outcome.Node{Exists: true, Created: created}},
+		{"gone", outcome.Node{}},
+		{"never-listed", outcome.Node{}},
+	} {
+		if got := s.OutcomeNode(tc.node); got != tc.want {
+			t.Errorf("OutcomeNode(%s) = %+v, want %+v", tc.node, got, tc.want)
+		}
 	}
 }

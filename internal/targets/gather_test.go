@@ -94,6 +94,22 @@ func TestRead(t *testing.T) {
 		t.Errorf("the NodeHealthCheck read: defaults %v, stored %p (want %p), now %s", r.nhc.Spec.UnhealthyConditions, r.stored, ours, r.now)
 	}
 
+	// The nodes status lists with CRs that are not selected are read for their outcomes: one that
+	// exists (cp1), one that is gone; not the selected ones, nor those listed without CRs.
+	listed := ours.DeepCopy()
+	rem := []remediationv1alpha1.Remediation{{Started: metav1.NewTime(now)}}
+	listed.Status.UnhealthyNodes = []remediationv1alpha1.UnhealthyNode{{Name: "cp1", Remediations: rem}, {Name: "gone", Remediations: rem},
+		{Name: "w1", Remediations: rem}, {Name: "nothing"}}
+	if r, err = g.read(ctx, listed, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, gone := r.unselected["cp1"], r.unselected["gone"]; len(r.unselected) != 2 || n == nil || n.Name != "cp1" || gone != nil {
+		t.Errorf("unselected listed nodes %v: want cp1 as read and gone as nil", r.unselected)
+	}
+	if _, read := r.unselected["gone"]; !read {
+		t.Errorf("the node that is gone was not looked up")
+	}
+
 	bad := ours.DeepCopy()
 	bad.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"not a key!": "x"}}
 	if r, err = g.read(ctx, bad, now, nil); err != nil {

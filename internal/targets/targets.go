@@ -156,6 +156,9 @@ type Snapshot struct {
 	// Orphans are the nodes with CRs of this NodeHealthCheck that it does not select (deleted, or no
 	// longer matched), sorted.
 	Orphans []string
+	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
+	// select, as read (nil: gone), for OutcomeNode.
+	unselected map[string]*corev1.Node
 	// Problem is why the NodeHealthCheck cannot work (its Disabled condition); nil when it can.
 	Problem *Problem
 	// badSelector is set when spec.selector does not parse: nothing is selected.
@@ -205,6 +208,9 @@ type reading struct {
 	selectorErr error
 	// nodes are the selected nodes, sorted by name, shared with the cache.
 	nodes []*corev1.Node
+	// unselected are the nodes the stored status lists with remediation CRs that are not selected,
+	// shared with the cache (nil: the node does not exist).
+	unselected map[string]*corev1.Node
 	// seenChanging is, per selected node, when this process saw its conditions change (Changes).
 	seenChanging map[string]map[corev1.NodeConditionType]time.Time
 	// nhcs are every NodeHealthCheck, shared with the cache: read only.
@@ -239,6 +245,9 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 		if r.nodes, err = g.selectedNodes(ctx, r.nhc); err != nil {
 			return nil, err
 		}
+	}
+	if r.unselected, err = g.unselectedListed(ctx, stored, r.nodes); err != nil {
+		return nil, err
 	}
 	if g.Changes != nil {
 		r.seenChanging = map[string]map[corev1.NodeConditionType]time.Time{}
@@ -322,7 +331,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 // table-tested (assemble_test.go).
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
-		CRs: r.crs.ours, Orphans: r.crs.orphans, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
+		CRs: r.crs.ours, Orphans: r.crs.orphans, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
 	s.Problem = r.templateProblem
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}

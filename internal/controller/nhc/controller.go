@@ -270,10 +270,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // otherwise, and in a batch no event may come after the write.
 func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again time.Duration, err error) {
 	stored, d := snap.Stored, snap.Decision
-	status := buildStatus(snap)
+	status, ended := buildStatus(snap)
 	// The gauges first: whoever sees the new status sees them too.
 	r.metrics.syncOngoing(stored.Name, &status)
 	r.metrics.syncWould(stored.Name, &status)
+	r.metrics.syncDeadlines(stored.Name, &status, snap.Input.Steps)
 	if equality.Semantic.DeepEqual(status, stored.Status) {
 		return 0, nil
 	}
@@ -292,6 +293,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again 
 	r.emitTransitionEvents(stored, updated, d)
 	r.emitSkewEvents(stored, updated, snap.Skew)
 	observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), recoveredOf(snap), snap.Now)
+	observeOutcomes(stored.Name, ended)
 	ctrl.LoggerFrom(ctx).V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
 	return r.StatusBatch, nil
 }
@@ -449,6 +451,7 @@ func (r *Reconciler) forget(name string) {
 	r.writtenMu.Unlock()
 	r.metrics.syncOngoing(name, nil)
 	r.metrics.syncWould(name, nil)
+	r.metrics.syncDeadlines(name, nil, nil)
 	r.metrics.syncExhausted(name, nil)
 	r.metrics.syncDomains(name, nil)
 }

@@ -2,6 +2,7 @@ package nhc
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,8 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/outcome"
 )
 
 // Metric names. The first two keep the public operator's names (dashboards and alerts depend on
@@ -29,7 +32,9 @@ const (
 	// remediation CR being created.
 	MetricTimeToRemediation = "nodehealthcheck_time_to_remediation_seconds"
 	// MetricTimeToRecovery observes the time from a node's first remediation CR being created to the
-	// node being healthy again.
+	// node being healthy again: when status first reports the node healthy with its CRs
+	// (conditionsHealthyTimestamp), or, if it never did, when its CRs go while it is healthy. So every
+	// remediation that ends Healthy or NodeReplaced is observed once.
 	MetricTimeToRecovery = "nodehealthcheck_time_to_recovery_seconds"
 	// MetricCondition is 1 while a NodeHealthCheck's condition of the type is True, 0 otherwise, for
 	// the types alerts care about (conditionMetricTypes). Labels: nhc, type.
@@ -118,6 +123,51 @@ type metricsState struct {
 	// domains holds, per NodeHealthCheck, the failure domains over their bound (domain -> why), for
 	// MetricFailureDomainUnhealthy and the events.
 	domains map[string]map[string]string
+	// deadlines holds, per NodeHealthCheck, the nodes whose MetricRemediationDeadline series it set.
+	deadlines map[string]map[string]bool
+}
+
+// syncDeadlines sets the deadline series of the NodeHealthCheck from its status (nil: deleted) and
+// steps: for each node under remediation, when its steps allow it to end (outcome.Deadline: only
+// with escalation steps, never while healthyDelay keeps a recovered node's CRs), and removes the
+// series it set before that are gone.
+func (m *metricsState) syncDeadlines(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus, steps []health.Step) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.deadlines == nil {
+		m.deadlines = map[string]map[string]bool{}
+	}
+	current := map[string]bool{}
+	if st != nil {
+		for i := range st.UnhealthyNodes {
+			u := &st.UnhealthyNodes[i]
+			if deadline, ok := outcome.Deadline(u, steps); ok {
+				current[u.Name] = true
+				remediationDeadline.WithLabelValues(nhcName, u.Name).Set(float64(deadline.Unix()))
+			}
+		}
+	}
+	for node := range m.deadlines[nhcName] {
+		if !current[node] {
+			remediationDeadline.DeleteLabelValues(nhcName, node)
+		}
+	}
+	if len(current) == 0 {
+		delete(m.deadlines, nhcName)
+	} else {
+		m.deadlines[nhcName] = current
+	}
+}
+
+// maxStepLabel bounds the step label of MetricRemediationOutcomes: the CRD allows 20 escalation
+// steps, and CRs of steps the spec no longer has could add a few; beyond it, the label says 32.
+const maxStepLabel = 32
+
+// observeOutcomes counts the ended remediations of a status that was written, each once.
+func observeOutcomes(nhcName string, ended []outcome.Ended) {
+	for _, e := range ended {
+		remediationOutcomes.WithLabelValues(nhcName, string(e.Outcome), strconv.Itoa(min(e.Step, maxStepLabel))).Inc()
+	}
 }
 
 // syncDomains sets the failure-domain series of the NodeHealthCheck to the held domains (domain ->

@@ -18,14 +18,17 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/outcome"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 // buildStatus turns a decision into the NodeHealthCheck's next status. It keeps what only the old
-// status knows (when a node turned healthy, timeouts recorded for CRs) and sets lastUpdateTime only
-// when something else changed.
-func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStatus {
+// status knows (when a node turned healthy, timeouts recorded for CRs, the outcomes of ended
+// remediations) and sets lastUpdateTime only when something else changed. It also returns the
+// remediations that end with this status (recorded in it): the caller counts them once the status
+// is written.
+func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckStatus, []outcome.Ended) {
 	nhc, d, crs, problem, up, now := snap.Stored, snap.Decision, snap.CRs, snap.Problem, snap.Upgrade, snap.Now
 	old := &nhc.Status
 	st := remediationv1alpha1.NodeHealthCheckStatus{
@@ -82,6 +85,11 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
 	st.RemediatingNodes = ptr.To(remediatingNodes(st.UnhealthyNodes))
 	slices.Sort(remediating)
+	// How remediations end, recorded in the write that removes their CRs from the list (or records
+	// the last step's timeout): derived from the stored status, so a write held back or refused is
+	// derived again, and never twice once written.
+	ended := outcome.Derive(old.UnhealthyNodes, st.UnhealthyNodes, snap.Input.Steps, snap.OutcomeNode, now)
+	st.RemediationOutcomes = outcome.Record(old.RemediationOutcomes, ended)
 
 	disabled := metav1.Condition{Type: remediationv1alpha1.ConditionTypeDisabled, Status: metav1.ConditionFalse,
 		Reason: remediationv1alpha1.ConditionReasonEnabled, Message: "No issues found, the NodeHealthCheck is enabled",
@@ -124,7 +132,7 @@ func buildStatus(snap *targets.Snapshot) remediationv1alpha1.NodeHealthCheckStat
 	if !equality.Semantic.DeepEqual(cmp, oldCmp) {
 		st.LastUpdateTime = &metav1.Time{Time: now}
 	}
-	return st
+	return st, ended
 }
 
 // remediatingNodes counts the listed nodes that have CRs of this NodeHealthCheck: the nodes being
