@@ -181,6 +181,13 @@ const (
 	// RemediationRequestedAtAnnotation on a remediation CR is the time of the request it answers
 	// (RemediationRequestAnnotation); absent on CRs of nodes found unhealthy.
 	RemediationRequestedAtAnnotation = "remediation.medik8s.io/requested-at"
+	// RemediationRequestBaselineAnnotation on the first remediation CR that answers a request records
+	// the node as the remediation found it, as JSON: {"at": the operator's time (RFC 3339),
+	// "conditions": [the node's conditions of the types the unhealthy conditions name, each with
+	// type, status and lastTransitionTime]}. The remediation is answered once they differ (the node
+	// went down, and maybe came back): compared with the node's own timestamps, never with another
+	// clock's.
+	RemediationRequestBaselineAnnotation = "remediation.medik8s.io/request-baseline"
 	// MultipleTemplatesSupportAnnotation on a remediation template (value "true") says its remediator
 	// handles several CRs per node: CRs get generated names, and one kind may appear in several
 	// escalation steps.

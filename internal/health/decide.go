@@ -88,6 +88,17 @@ type Node struct {
 	// unhealthy whatever its conditions say, so that its CR is not removed as recovered before the
 	// remediator acted.
 	RunningRequest time.Time
+	// RequestBaseline is the node as the remediation answering RunningRequest found it (nil: not
+	// recorded; the conditions' lastTransitionTime is then compared with the first CR's creation).
+	RequestBaseline *RequestBaseline
+}
+
+// RequestBaseline is a node as the remediation answering its request found it.
+type RequestBaseline struct {
+	// At is when, on the decisions' clock.
+	At time.Time
+	// Conditions are the node's conditions of the types the unhealthy conditions name.
+	Conditions []corev1.NodeCondition
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.

@@ -170,3 +170,44 @@ func findDecision(d Decision, name string) (NodeDecision, bool) {
 	}
 	return NodeDecision{}, false
 }
+
+// TestRequestBaseline: with the node's baseline recorded when the remediation started, a change is
+// the node's conditions differing from it, judged with the node's own timestamps: a node whose clock
+// runs ahead (its lastTransitionTime after the CR's creation) has not changed for that.
+func TestRequestBaseline(t *testing.T) {
+	one := intstr.FromInt32(1)
+	ahead := ready(corev1.ConditionTrue, -2*time.Hour) // written by a kubelet whose clock is two hours ahead
+	base := Baseline(defaults, []corev1.NodeCondition{ahead, cond("Custom", corev1.ConditionTrue, time.Hour)}, now.Add(-9*time.Minute))
+	if len(base.Conditions) != 1 || base.Conditions[0].Type != corev1.NodeReady {
+		t.Fatalf("baseline %+v: want Ready alone (the type the unhealthy conditions name)", base)
+	}
+	for _, tc := range []struct {
+		name  string
+		ready corev1.NodeCondition
+		seen  time.Time
+		want  Action
+	}{
+		{name: "unchanged, its timestamp after the CR's creation", ready: ahead, want: ContinueRemediation},
+		{name: "Ready went Unknown", ready: ready(corev1.ConditionUnknown, -2*time.Hour+time.Second), want: ContinueRemediation},
+		{name: "Ready True again, a new timestamp", ready: ready(corev1.ConditionTrue, -3*time.Hour), want: Recovered},
+		{name: "the watch saw Ready change after the baseline", ready: ahead, seen: now.Add(-time.Minute), want: Recovered},
+		{name: "the watch saw Ready change before the baseline", ready: ahead, seen: now.Add(-10 * time.Minute), want: ContinueRemediation},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := Node{Name: "r", Remediating: true, RunningRequest: now.Add(-10 * time.Minute), RequestBaseline: &base,
+				CRs:        []StepCR{{StepKey: simulatedSteps[0].StepKey, Created: now.Add(-9 * time.Minute)}},
+				Conditions: []corev1.NodeCondition{tc.ready}}
+			if !tc.seen.IsZero() {
+				n.SeenChanging = map[corev1.NodeConditionType]time.Time{corev1.NodeReady: tc.seen}
+			}
+			// The first step's timeout is far off: only a change ends the requested remediation.
+			steps := []Step{{StepKey: simulatedSteps[0].StepKey, Timeout: time.Hour}}
+			nodes := []Node{n, node("h", false, ready(corev1.ConditionTrue, time.Hour))}
+			d := Decide(Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, MinHealthy: &one, Steps: steps})
+			checkDecision(t, d, nodes, now)
+			if nd, _ := findDecision(d, "r"); nd.Action != tc.want {
+				t.Fatalf("%v (%s), want %v", nd.Action, nd.Health.Reason, tc.want)
+			}
+		})
+	}
+}

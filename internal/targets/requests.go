@@ -1,13 +1,16 @@
 package targets
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
@@ -102,4 +105,49 @@ func Later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// baseline is a health.RequestBaseline as the request-baseline annotation holds it.
+type baseline struct {
+	At         time.Time           `json:"at"`
+	Conditions []baselineCondition `json:"conditions"`
+}
+
+type baselineCondition struct {
+	Type               corev1.NodeConditionType `json:"type"`
+	Status             corev1.ConditionStatus   `json:"status"`
+	LastTransitionTime time.Time                `json:"lastTransitionTime"`
+}
+
+// EncodeBaseline returns the request-baseline annotation's value for the baseline.
+func EncodeBaseline(b health.RequestBaseline) string {
+	v := baseline{At: b.At.UTC().Truncate(time.Second), Conditions: []baselineCondition{}}
+	for _, c := range b.Conditions {
+		v.Conditions = append(v.Conditions, baselineCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime.UTC()})
+	}
+	out, _ := json.Marshal(v) // plain strings and times: never fails
+	return string(out)
+}
+
+// BaselineOf returns the baseline recorded on the CRs (the earliest one's; nil: none that parses).
+func BaselineOf(crs []unstructured.Unstructured) *health.RequestBaseline {
+	var out *health.RequestBaseline
+	for i := range crs {
+		v, ok := remediationcr.Annotation(&crs[i], remediationv1alpha1.RemediationRequestBaselineAnnotation)
+		if !ok {
+			continue
+		}
+		var b baseline
+		if err := json.Unmarshal([]byte(v), &b); err != nil || b.At.IsZero() {
+			continue
+		}
+		if out != nil && !b.At.Before(out.At) {
+			continue
+		}
+		out = &health.RequestBaseline{At: b.At}
+		for _, c := range b.Conditions {
+			out.Conditions = append(out.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status, LastTransitionTime: metav1.NewTime(c.LastTransitionTime)})
+		}
+	}
+	return out
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 )
 
 // TestRemediationRequest: which request annotations are pending, answered or ignored (and why).
@@ -119,4 +121,26 @@ func annotate(cr *unstructured.Unstructured, key, value string) {
 	}
 	a[key] = value
 	cr.SetAnnotations(a)
+}
+
+// TestBaselineRoundTrip: the baseline a CR records reads back as it was, the earliest CR's first,
+// and one that does not parse is no baseline.
+func TestBaselineRoundTrip(t *testing.T) {
+	r := testReading(t, nil)
+	ltt := metav1.NewTime(assembleNow.Add(-time.Hour))
+	b := health.RequestBaseline{At: assembleNow, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: ltt}}}
+	later := testCR(t, r.stored, "w1")
+	annotate(&later, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(health.RequestBaseline{At: assembleNow.Add(time.Minute)}))
+	first := testCR(t, r.stored, "w1")
+	annotate(&first, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(b))
+	broken := testCR(t, r.stored, "w1")
+	annotate(&broken, remediationv1alpha1.RemediationRequestBaselineAnnotation, `{"at":`)
+	got := BaselineOf([]unstructured.Unstructured{later, broken, first})
+	if got == nil || !got.At.Equal(b.At) || len(got.Conditions) != 1 || got.Conditions[0].Status != corev1.ConditionTrue ||
+		!got.Conditions[0].LastTransitionTime.Equal(&ltt) {
+		t.Fatalf("read back %+v, want %+v", got, b)
+	}
+	if BaselineOf([]unstructured.Unstructured{broken}) != nil {
+		t.Fatal("a baseline that does not parse counted")
+	}
 }

@@ -400,6 +400,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)
 		}
 		hn.Requested, hn.RunningRequest = s.request(n)
+		if !hn.RunningRequest.IsZero() {
+			hn.RequestBaseline = BaselineOf(s.CRs[n.Name])
+		}
 		in.Nodes = append(in.Nodes, hn)
 	}
 	if mode == Explaining {
