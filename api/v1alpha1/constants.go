@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // Condition types of NodeHealthCheck.status.conditions. Each type has exactly one writer: the nhc
 // controller.
 const (
@@ -200,6 +202,28 @@ const (
 	// budget with kubectl annotate node <node> remediation.medik8s.io/repair-budget-reset=$(date -u
 	// +%Y-%m-%dT%H:%M:%SZ) --overwrite. A value that is not such a time is ignored.
 	RepairBudgetResetAnnotation = "remediation.medik8s.io/repair-budget-reset"
+	// RemediationRequestAnnotation on a Node, set to a time (RFC 3339), asks the NodeHealthCheck that
+	// selects the node to remediate it now, where spec.allowRemediationRequests is set: kubectl
+	// annotate node <node> remediation.medik8s.io/request-remediation=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	// --overwrite. The operator leaves it in place: a request is answered once, by the remediation
+	// recorded in RemediationRequestHandledAnnotation. A request older than
+	// RemediationRequestMaxAge that was not answered is ignored; one dated in the future counts from
+	// now.
+	RemediationRequestAnnotation = "remediation.medik8s.io/request-remediation"
+	// RemediationRequestHandledAnnotation on a Node is written by the operator: the time of the last
+	// remediation request a remediation answered (a request made while a remediation of the node
+	// ran is answered by it). A request at or before it is not acted on again.
+	RemediationRequestHandledAnnotation = "remediation.medik8s.io/remediation-request-handled"
+	// RemediationRequestedAtAnnotation on a remediation CR is the time of the request it answers
+	// (RemediationRequestAnnotation); absent on CRs of nodes found unhealthy.
+	RemediationRequestedAtAnnotation = "remediation.medik8s.io/requested-at"
+	// RemediationRequestBaselineAnnotation on the first remediation CR that answers a request records
+	// the node as the remediation found it, as JSON: {"at": the operator's time (RFC 3339),
+	// "conditions": [the node's conditions of the types the unhealthy conditions name, each with
+	// type, status and lastTransitionTime]}. The remediation is answered once they differ (the node
+	// went down, and maybe came back): compared with the node's own timestamps, never with another
+	// clock's.
+	RemediationRequestBaselineAnnotation = "remediation.medik8s.io/request-baseline"
 	// MultipleTemplatesSupportAnnotation on a remediation template (value "true") says its remediator
 	// handles several CRs per node: CRs get generated names, and one kind may appear in several
 	// escalation steps.
@@ -238,3 +262,8 @@ const (
 	// its CR when it deletes the node for good: the CR is then kept after the node is gone.
 	RemediationConditionPermanentNodeDeletionExpected = "PermanentNodeDeletionExpected"
 )
+
+// RemediationRequestMaxAge is how long a remediation request (RemediationRequestAnnotation) that was
+// not answered stays valid: an administrator's "remediate now" does not reboot or fence a node days
+// later, when the rule that held it (a pause, an upgrade) ends or the node joins a NodeHealthCheck.
+const RemediationRequestMaxAge = 24 * time.Hour

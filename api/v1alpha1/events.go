@@ -23,6 +23,13 @@ const (
 	// EventReasonInvalidNodeAnnotation (warning): an annotation the operator reads on a node has a
 	// value it cannot use and is ignored (a repair-budget-reset value that is not an RFC 3339 time).
 	EventReasonInvalidNodeAnnotation = "InvalidNodeAnnotation"
+	// EventReasonRemediationRequested: a node's remediation request (spec.allowRemediationRequests)
+	// was seen; the node counts as unhealthy until it is answered.
+	EventReasonRemediationRequested = "RemediationRequested"
+	// EventReasonRemediationRequestIgnored (warning): a node's remediation request is not acted on;
+	// the message says why (not allowed by the NodeHealthCheck, not a time, older than 24 hours,
+	// dry-run).
+	EventReasonRemediationRequestIgnored = "RemediationRequestIgnored"
 	// EventReasonRemediationCreated: a remediation CR was created.
 	EventReasonRemediationCreated = "RemediationCreated"
 	// EventReasonRemediationRefused (warning): the API server refused to create a remediation CR in

@@ -163,6 +163,23 @@ type NodeHealthCheckSpec struct {
 	// +optional
 	SkipNodesBeingRemoved bool `json:"skipNodesBeingRemoved,omitempty"`
 
+	// AllowRemediationRequests, when true, lets an annotation on a selected Node ask for its
+	// remediation now: remediation.medik8s.io/request-remediation, set to the time of the request
+	// (RFC 3339; for example kubectl nhc request <node>). The node then counts as unhealthy, as if one
+	// of its unhealthy conditions had matched for its duration, and every rule that holds a new
+	// remediation still holds this one (pause, upgrades, minHealthy/maxUnhealthy, maxInFlight, where
+	// a request goes first, failure domains, the repair budget, leases, one control-plane node at a
+	// time). A requested remediation of a node whose conditions stay healthy lasts until its
+	// remediator reports (a CR's Succeeded condition), the node's conditions change, or its steps
+	// are exhausted. The operator records the request it answered in the node's
+	// remediation.medik8s.io/remediation-request-handled annotation and never removes the request; a
+	// request older than 24 hours that was not answered is ignored (set a new time to ask again).
+	// Since a node's kubelet may annotate its own Node, turning this on lets a node ask for its own
+	// remediation. Unset or false: the annotation is ignored, with a warning event. An extension of
+	// this operator.
+	// +optional
+	AllowRemediationRequests bool `json:"allowRemediationRequests,omitempty"`
+
 	// FailureDomain, when set, bounds the unhealthy nodes per failure domain: the selected nodes are
 	// grouped by the value of the topologyKey label (nodes without it form one domain of their
 	// own), and in a domain where more of them than maxUnhealthy are unhealthy or about to be, no
@@ -440,6 +457,12 @@ type UnhealthyNode struct {
 	// +optional
 	// +listType=atomic
 	DryRunRemediations []DryRunRemediation `json:"dryRunRemediations,omitempty"`
+
+	// RemediationRequested is the time of the node's remediation request
+	// (spec.allowRemediationRequests) that the node is listed for, while it waits or its remediation
+	// runs. An extension of this operator.
+	// +optional
+	RemediationRequested *metav1.Time `json:"remediationRequested,omitempty"`
 }
 
 // DryRunRemediation is a remediation CR that a dry-run NodeHealthCheck would have created.

@@ -4,6 +4,7 @@
 //	kubectl nhc explain node <name>   why a node is (not) being remediated, by every NodeHealthCheck,
 //	                                  and how its last remediations ended
 //	kubectl nhc explain nhc <name>    a NodeHealthCheck's budget, nodes, blockers, remediations and outcomes
+//	kubectl nhc request node <name>   ask for a node's remediation now (spec.allowRemediationRequests)
 //
 // It reads the live cluster only, and decides with the operator's own code (internal/explain).
 package main
@@ -31,6 +32,8 @@ import (
 const usage = `Usage:
   kubectl nhc explain node <name> [flags]   why a node is (not) being remediated, and how its last remediations ended
   kubectl nhc explain nhc <name> [flags]    a NodeHealthCheck's nodes, blockers, remediations and outcomes
+  kubectl nhc request node <name> [flags]   ask for a node's remediation now (where a NodeHealthCheck
+                                            that selects it sets spec.allowRemediationRequests)
 
 Flags:
 `
@@ -63,9 +66,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			words, args = append(words, args[0]), args[1:]
 		}
 	}
-	if len(words) != 3 || words[0] != "explain" || (words[1] != "node" && words[1] != "nhc" && words[1] != "nodehealthcheck") {
+	explaining := len(words) == 3 && words[0] == "explain" && (words[1] == "node" || words[1] == "nhc" || words[1] == "nodehealthcheck")
+	requesting := len(words) == 3 && words[0] == "request" && words[1] == "node"
+	if !explaining && !requesting {
 		fs.Usage()
-		return errors.New("want: explain node <name> or explain nhc <name>")
+		return errors.New("want: explain node <name>, explain nhc <name> or request node <name>")
 	}
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -87,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if requesting {
+		return explain.Request(ctx, c, words[2], time.Now(), stdout)
+	}
 	o := explain.Options{LeaseNamespace: *leaseNamespace, ReturnGrace: *returnGrace}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -268,6 +268,7 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 		p.line(1, "health: healthy (no unhealthy condition matches)")
 	}
 	nd, found := s.Node(name)
+	explainRequest(p, s, node, nd.Health.Requested)
 	switch {
 	case !found:
 		p.line(1, "decision: nothing to do")
@@ -366,6 +367,25 @@ func outcomeCounts(record []remediationv1alpha1.NodeRemediationOutcomes) string 
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// explainRequest says what became of the node's remediation request (annotation
+// remediation.medik8s.io/request-remediation), if it has one: acted on (requested is the time the
+// decision counts), ignored and why, or answered.
+func explainRequest(p *printer, s *targets.Snapshot, node *corev1.Node, requested time.Time) {
+	value, ok := node.Annotations[remediationv1alpha1.RemediationRequestAnnotation]
+	switch ignored, isIgnored := s.IgnoredRequests()[node.Name]; {
+	case !ok:
+	case !requested.IsZero():
+		p.line(1, "remediation request: at %s; the node counts as unhealthy until a remediation answers it", stamp(requested))
+	case isIgnored:
+		p.line(1, "remediation request: %q ignored: %s", ignored.Value, ignored.Why)
+	case node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation] == "":
+		p.line(1, "remediation request: %s, answered by the running remediation", value)
+	default:
+		p.line(1, "remediation request: %s, answered (%s=%s)", value, remediationv1alpha1.RemediationRequestHandledAnnotation,
+			node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation])
+	}
 }
 
 // blockers lists what keeps new remediations of the node from starting, besides the decision's own
@@ -494,7 +514,13 @@ func NHC(ctx context.Context, userClient client.Client, name string, o Options, 
 		default:
 			p.line(1, "node %s: %s (%s)", nd.Name, actionText(nd.Action, s.DryRun()), nd.Health.Reason)
 		}
+		if !nd.Health.Requested.IsZero() {
+			p.line(2, "remediation requested at %s", stamp(nd.Health.Requested))
+		}
 		explainCRs(&printer{w: w, indent: 1}, s, nd.Name)
+	}
+	for node, ignored := range s.IgnoredRequests() {
+		p.line(1, "node %s: remediation request %q ignored: %s", node, ignored.Value, ignored.Why)
 	}
 	for _, orphan := range s.Orphans {
 		p.line(1, "node %s: no longer selected; its CRs are removed", orphan)

@@ -78,6 +78,27 @@ type Node struct {
 	// (OpenShift's etcd guard); empty when it may be disrupted or the guard does not apply. Read
 	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
 	EtcdGuard string
+	// Requested is the time of the node's pending remediation request (spec.allowRemediationRequests:
+	// the node's request annotation, not answered yet and not expired); zero: none. A node without a
+	// remediation counts as unhealthy since then (a time in the future counts as now), and goes first
+	// in the maxInFlight queue.
+	Requested time.Time
+	// RunningRequest is the time of the request the node's running remediation answers (its CRs carry
+	// it); zero: none. Until the remediation is answered (requestAnswered), the node counts as
+	// unhealthy whatever its conditions say, so that its CR is not removed as recovered before the
+	// remediator acted.
+	RunningRequest time.Time
+	// RequestBaseline is the node as the remediation answering RunningRequest found it (nil: not
+	// recorded; the conditions' lastTransitionTime is then compared with the first CR's creation).
+	RequestBaseline *RequestBaseline
+}
+
+// RequestBaseline is a node as the remediation answering its request found it.
+type RequestBaseline struct {
+	// At is when, on the decisions' clock.
+	At time.Time
+	// Conditions are the node's conditions of the types the unhealthy conditions name.
+	Conditions []corev1.NodeCondition
 }
 
 // SkipReason says why an unhealthy node gets no new remediation.
@@ -357,7 +378,7 @@ func Decide(in Input) Decision {
 	var returned []time.Time // when each healthy node that came back within ReturnGrace did
 
 	for _, n := range in.Nodes {
-		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
+		h := requestedHealth(in, n, EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now))
 		// A terminating node the termination-handler MachineHealthCheck handles is that
 		// MachineHealthCheck's: counted healthy, as the public operator counts it, and never
 		// remediated here (its own CRs, if it had some before, continue).
@@ -541,8 +562,9 @@ func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 }
 
 // limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already
-// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go in
-// the order their nodes became unhealthy (then by name), and the others wait. An invalid limit
+// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go:
+// requested nodes first (by the time of their request), then in the order their nodes became
+// unhealthy (then by name); the others wait. An invalid limit
 // starts nothing.
 func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, string)) {
 	limit, err := InFlightLimit(len(in.Nodes), in.MaxInFlight)
@@ -557,6 +579,16 @@ func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, s
 		}
 	}
 	slices.SortStableFunc(starts, func(a, b *NodeDecision) int {
+		// Requested nodes first, in the order of their requests.
+		if ar, br := !a.Health.Requested.IsZero(), !b.Health.Requested.IsZero(); ar != br {
+			if ar {
+				return -1
+			}
+			return 1
+		}
+		if c := a.Health.Requested.Compare(b.Health.Requested); c != 0 {
+			return c
+		}
 		if c := a.Health.UnhealthySince.Compare(b.Health.UnhealthySince); c != 0 {
 			return c
 		}
@@ -638,7 +670,7 @@ func recheck(until, now time.Time) time.Time {
 func (in Input) MayAct() []string {
 	var out []string
 	for _, n := range in.Nodes {
-		h := EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
+		h := requestedHealth(in, n, EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now))
 		switch {
 		case h.State != Unhealthy:
 		case !n.Remediating:

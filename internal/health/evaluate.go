@@ -47,8 +47,13 @@ type NodeHealth struct {
 	Next time.Time
 	// Reason names the matching condition, for example "Ready=Unknown for 300s"; empty when healthy.
 	Reason string
-	// Matched is the unhealthy condition that matched (Reason's); zero when healthy.
+	// Matched is the unhealthy condition that matched (Reason's); zero when healthy or when only a
+	// remediation request makes the node unhealthy.
 	Matched remediationv1alpha1.UnhealthyCondition
+	// Requested is the time of the remediation request (Node.Requested, Node.RunningRequest) the
+	// verdict notes: the node is unhealthy for it, or unhealthy anyway with a request pending; zero
+	// when no request applies.
+	Requested time.Time
 }
 
 // EvaluateNode applies the unhealthy conditions (a logical OR) to the node's conditions at now. A

@@ -297,6 +297,12 @@ func (s *simulation) step(t *testing.T) {
 		}
 	}
 	s.now = s.now.Add(time.Duration(s.rng.IntN(600)) * time.Second)
+	// Remediation requests: some nodes without a remediation ask for one.
+	for i := range s.nodes {
+		if n := &s.nodes[i]; !n.Remediating && n.Requested.IsZero() && s.rng.IntN(20) == 0 {
+			n.Requested = s.now.Add(-time.Duration(s.rng.IntN(120)) * time.Second)
+		}
+	}
 
 	in := Input{Now: s.now, Nodes: s.nodes, UnhealthyConditions: s.rules, MinHealthy: s.min, MaxUnhealthy: s.max, Blockers: s.blockers, ReturnGrace: s.grace,
 		Steps: simulatedSteps}
@@ -307,7 +313,7 @@ func (s *simulation) step(t *testing.T) {
 	// back within the grace.
 	returned := 0
 	for _, n := range s.nodes {
-		if _, ok := cameBack(in, n); ok && !n.Remediating && EvaluateNode(s.rules, n.Conditions, s.now).State == Healthy {
+		if _, ok := cameBack(in, n); ok && !n.Remediating && requestedHealth(in, n, EvaluateNode(s.rules, n.Conditions, s.now)).State == Healthy {
 			returned++
 		}
 	}
@@ -342,6 +348,7 @@ func (s *simulation) step(t *testing.T) {
 		if started[n.Name] {
 			n.Remediating = true
 			n.CRs = []StepCR{{StepKey: simulatedSteps[0].StepKey, Created: s.now}}
+			n.RunningRequest, n.Requested = n.Requested, time.Time{} // the request is answered by this remediation
 		}
 		if e, ok := escalated[n.Name]; ok {
 			// The remediation controller acts on the escalation: marks, then the next step's CR.
@@ -354,7 +361,10 @@ func (s *simulation) step(t *testing.T) {
 			}
 		}
 		if recovered[n.Name] {
-			n.Remediating, n.CRs = false, nil
+			if !n.RunningRequest.IsZero() && !requestAnswered(in, *n) {
+				t.Fatalf("%s recovered while the remediation answering its request at %v runs unanswered", n.Name, n.RunningRequest)
+			}
+			n.Remediating, n.CRs, n.RunningRequest = false, nil, time.Time{}
 		}
 		if s.nodes[i].Remediating {
 			remediating++

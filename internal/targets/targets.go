@@ -150,6 +150,8 @@ type Snapshot struct {
 	// (repairStarts); invalidResets the repair-budget-reset values that are not times, by node.
 	realRepairs, simulatedRepairs map[string][]time.Time
 	invalidResets                 map[string]string
+	// ignoredRequests are the remediation requests the decision does not act on, by node (request).
+	ignoredRequests map[string]IgnoredRequest
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured
@@ -405,6 +407,10 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		}
 		if spec.SkipNodesBeingRemoved {
 			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)
+		}
+		hn.Requested, hn.RunningRequest = s.request(n)
+		if !hn.RunningRequest.IsZero() {
+			hn.RequestBaseline = BaselineOf(s.CRs[n.Name])
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -153,11 +154,15 @@ func (e *ControllerEnv) NewNode(ctx context.Context, group string, ready corev1.
 }
 
 // SetReady sets the node's Ready condition, which changed since before the fake clock's now.
+// The operator may annotate the node meanwhile (a remediation request answered): again on a
+// conflict, as a kubelet would.
 func (e *ControllerEnv) SetReady(ctx context.Context, n *corev1.Node, status corev1.ConditionStatus, since time.Duration) {
-	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 	t := metav1.NewTime(e.Clock.Now().Add(-since))
-	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: t, LastHeartbeatTime: t, Reason: "Test"}}
-	Expect(e.K8s.Status().Update(ctx, n)).To(Succeed())
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastTransitionTime: t, LastHeartbeatTime: t, Reason: "Test"}}
+		return e.K8s.Status().Update(ctx, n)
+	})).To(Succeed())
 }
 
 // TemplateObject returns a TestRemediationTemplate, with spec.template.spec {strategy: reboot} or

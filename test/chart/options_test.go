@@ -248,6 +248,13 @@ func TestOptionSets(t *testing.T) {
 		if strings.Contains(y, "maxInFlight") {
 			t.Errorf("the default NodeHealthCheck has no in-flight limit unless set:\n%s", y)
 		}
+		if strings.Contains(y, "allowRemediationRequests") {
+			t.Errorf("the default NodeHealthCheck ignores remediation requests unless set:\n%s", y)
+		}
+		requests := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "allowRemediationRequests": true}}).get("NodeHealthCheck", "nhc-worker-default")
+		if got, _, _ := unstructured.NestedBool(requests.Object, "spec", "allowRemediationRequests"); !got {
+			t.Error("defaultNodeHealthCheck.allowRemediationRequests does not set spec.allowRemediationRequests")
+		}
 		for _, v := range []any{2, "10%"} {
 			limited := mustRender(t, map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "maxInFlight": v}}).get("NodeHealthCheck", "nhc-worker-default")
 			if got, _, _ := unstructured.NestedFieldNoCopy(limited.Object, "spec", "maxInFlight"); fmt.Sprint(got) != fmt.Sprint(v) {

@@ -234,6 +234,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.warnEmptyExclusionLabels(snap)
 	r.warnInvalidResets(snap)
+	r.reportRequests(snap)
 	next := snap.Next()
 	if wait := r.awaitStarts(snap); wait > 0 {
 		// The CR's event brings this NodeHealthCheck back sooner.
@@ -544,6 +545,38 @@ func (r *Reconciler) warnInvalidResets(snap *targets.Snapshot) {
 		r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeAnnotation, "Validate",
 			"Annotation %s=%q is not an RFC 3339 time (for example %s) and is ignored: NodeHealthCheck %s's repair budget still counts the node's earlier remediations",
 			remediationv1alpha1.RepairBudgetResetAnnotation, value, snap.Now.UTC().Format(time.RFC3339), snap.Stored.Name)
+	}
+}
+
+// reportRequests says, once per node, request and NodeHealthCheck, that a remediation request is
+// seen (the node counts as unhealthy until it is answered) or why it is ignored: the administrator
+// who asked learns that the NodeHealthCheck heard, or that it did not and why.
+func (r *Reconciler) reportRequests(snap *targets.Snapshot) {
+	if r.Recorder == nil {
+		return
+	}
+	for _, in := range snap.Input.Nodes {
+		if in.Requested.IsZero() {
+			continue
+		}
+		value := in.Requested.UTC().Format(time.RFC3339)
+		if _, seen := r.invalidLabels.LoadOrStore("request/"+in.Name+"/"+snap.Stored.Name+"/"+value, true); seen {
+			continue
+		}
+		if n, ok := snap.SelectedNode(in.Name); ok {
+			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRequested, "Request",
+				"Remediation of node %s requested at %s (annotation %s): NodeHealthCheck %s counts it as unhealthy and remediates it when no rule holds it back (see status.unhealthyNodes)",
+				in.Name, value, remediationv1alpha1.RemediationRequestAnnotation, snap.Stored.Name)
+		}
+	}
+	for node, ignored := range snap.IgnoredRequests() {
+		if _, seen := r.invalidLabels.LoadOrStore("request/"+node+"/"+snap.Stored.Name+"/"+ignored.Value+"/"+ignored.Why, true); seen {
+			continue
+		}
+		if n, ok := snap.SelectedNode(node); ok {
+			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationRequestIgnored, "Request",
+				"Remediation request %s=%q of node %s is ignored: %s", remediationv1alpha1.RemediationRequestAnnotation, ignored.Value, node, ignored.Why)
+		}
 	}
 }
 

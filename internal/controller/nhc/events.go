@@ -1,6 +1,8 @@
 package nhc
 
 import (
+	"time"
+
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,7 +55,14 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 		}
 		m := n.Health.Matched
 		// Related to the node: one series per node (see remediation's nodeRelatedEvent).
-		r.Recorder.Eventf(updated, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}, corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect",
+		related := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		if m.Type == "" && !n.Health.Requested.IsZero() {
+			// Unhealthy only because its remediation was requested (the node's own event said so).
+			r.Recorder.Eventf(updated, related, corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect",
+				"Node %q counts as unhealthy: its remediation was requested at %s", n.Name, n.Health.Requested.UTC().Format(time.RFC3339))
+			continue
+		}
+		r.Recorder.Eventf(updated, related, corev1.EventTypeNormal, remediationv1alpha1.EventReasonDetectedUnhealthy, "Detect",
 			"Node matches unhealthy condition. Node %q, condition type %q, condition status %q", n.Name, m.Type, m.Status)
 	}
 

@@ -57,6 +57,9 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 		}
 		entry := remediationv1alpha1.UnhealthyNode{Name: n.Name, Remediations: remediations(crs[n.Name], oldEntries[n.Name], stepOrder),
 			DryRunRemediations: nextSimulated(snap, n)}
+		if !n.Health.Requested.IsZero() {
+			entry.RemediationRequested = &metav1.Time{Time: n.Health.Requested}
+		}
 		switch n.Action {
 		case health.StartRemediation, health.ContinueRemediation:
 			if len(entry.DryRunRemediations) > 0 {

@@ -375,6 +375,9 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 		}
 		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, since.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
 	case health.Recovered:
+		if err := r.answerRequests(ctx, snap, node, crs); err != nil {
+			return time.Time{}, err // the CRs stay until the request they answered is recorded
+		}
 		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
 			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
 	case health.Skip:
@@ -467,7 +470,7 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, d hea
 		r.leaseBusy(nhc, node, held)
 		return held.retryAt, nil
 	}
-	return held.renewAt, r.create(ctx, snap, node, *d.Step)
+	return held.renewAt, r.create(ctx, snap, node, *d.Step, d.Health.Requested)
 }
 
 // escalate carries out the decision's escalation of a running remediation: while it is due and
@@ -558,7 +561,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		}
 	}
 	if e.Next != nil {
-		return renewAt, r.create(ctx, snap, node, *e.Next)
+		return renewAt, r.create(ctx, snap, node, *e.Next, d.Health.Requested)
 	}
 	return renewAt, nil
 }
@@ -666,8 +669,10 @@ func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) e
 	return nil
 }
 
-// create creates the node's remediation CR of the step from its template.
-func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.Step) error {
+// create creates the node's remediation CR of the step from its template; requested is the time of
+// the remediation request the remediation answers (zero: none), recorded on the CR and, once it is
+// created, on the node (answerRequests).
+func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.Step, requested time.Time) error {
 	nhc := snap.Stored
 	ref := step.Template
 	template := &unstructured.Unstructured{}
@@ -686,6 +691,19 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	cr, err := remediationcr.Build(template, nhc, target, machine)
 	if err != nil {
 		return err
+	}
+	if !requested.IsZero() {
+		annotations := cr.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[remediationv1alpha1.RemediationRequestedAtAnnotation] = requested.UTC().Format(time.RFC3339)
+		if targets.BaselineOf(snap.CRs[node]) == nil {
+			// The first CR: the node as the remediation finds it, to tell when it changed.
+			annotations[remediationv1alpha1.RemediationRequestBaselineAnnotation] = targets.EncodeBaseline(
+				health.Baseline(snap.NHC.Spec.UnhealthyConditions, target.Status.Conditions, snap.Now))
+		}
+		cr.SetAnnotations(annotations)
 	}
 	if cr.GetName() == "" {
 		exists, err := r.stepCRExists(ctx, nhc, node, cr)
@@ -706,7 +724,36 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	r.Refusals.Clear(nhc.UID, node)
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
-	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+	if requested.IsZero() {
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+		return nil
+	}
+	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s, as requested at %s",
+		cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, requested.UTC().Format(time.RFC3339))
+	return r.answerRequests(ctx, snap, node, []unstructured.Unstructured{*cr})
+}
+
+// answerRequests records, in the node's remediation-request-handled annotation, the remediation
+// request that the node's remediation (its CRs) answers (targets.AnsweredRequest): once when the
+// remediation starts, and again before its CRs go, so that a request is never acted on twice, nor
+// lost when the write fails (the CRs stay until it succeeds). A node that is gone needs nothing; a
+// dry-run NodeHealthCheck, which ignores requests, changes no node.
+func (r *Reconciler) answerRequests(ctx context.Context, snap *targets.Snapshot, nodeName string, crs []unstructured.Unstructured) error {
+	if snap.DryRun() {
+		return nil
+	}
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	value, write := targets.AnsweredRequest(node, crs, snap.Now)
+	if !write {
+		return nil
+	}
+	if err := remediationcr.PatchAnnotation(ctx, r.Client, node, remediationv1alpha1.RemediationRequestHandledAnnotation, &value); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("recording the remediation request answered on node %s: %w", nodeName, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Recorded the remediation request answered", "node", nodeName, "request", value)
 	return nil
 }
 
@@ -911,6 +958,12 @@ func (r *Reconciler) deleteOrphans(ctx context.Context, snap *targets.Snapshot, 
 			continue
 		}
 		orphans = append(orphans, cr)
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	if err := r.answerRequests(ctx, snap, node, orphans); err != nil {
+		return err
 	}
 	return r.deleteAll(ctx, snap.Stored, node, orphans, "the node is gone or no longer selected")
 }

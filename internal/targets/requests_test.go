@@ -1,0 +1,146 @@
+package targets
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// TestRemediationRequest: which request annotations are pending, answered or ignored (and why).
+func TestRemediationRequest(t *testing.T) {
+	at := func(ago time.Duration) string { return assembleNow.Add(-ago).UTC().Format(time.RFC3339) }
+	for _, tc := range []struct {
+		name        string
+		allow       bool
+		dryRun      bool
+		request     string // "" : none
+		handled     string
+		crRequested string // on w1's CR; "" : no CR
+		pending     bool
+		running     bool
+		ignored     string
+	}{
+		{name: "none", allow: true},
+		{name: "pending", allow: true, request: at(time.Minute), pending: true},
+		{name: "in the future: pending", allow: true, request: at(-time.Hour), pending: true},
+		{name: "not allowed", request: at(time.Minute), ignored: "does not set spec.allowRemediationRequests"},
+		{name: "dry run", allow: true, dryRun: true, request: at(time.Minute), ignored: "dry run"},
+		{name: "not a time", allow: true, request: "now", ignored: "not an RFC 3339 time"},
+		{name: "answered: the handled annotation", allow: true, request: at(time.Hour), handled: at(time.Hour)},
+		{name: "answered by the running remediation", allow: true, request: at(time.Hour), crRequested: at(time.Hour), running: true},
+		{name: "a newer request than the handled one", allow: true, request: at(time.Minute), handled: at(time.Hour), pending: true},
+		{name: "expired", allow: true, request: at(25 * time.Hour), ignored: "older than 24h0m0s"},
+		{name: "expired but answered: nothing to say", allow: true, request: at(25 * time.Hour), handled: at(25 * time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := testReading(t, func(r *reading) {
+				r.nhc.Spec.AllowRemediationRequests, r.nhc.Spec.DryRun = tc.allow, tc.dryRun
+				n := r.nodes[0].DeepCopy()
+				n.Annotations = map[string]string{}
+				if tc.request != "" {
+					n.Annotations[remediationv1alpha1.RemediationRequestAnnotation] = tc.request
+				}
+				if tc.handled != "" {
+					n.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation] = tc.handled
+				}
+				r.nodes[0] = n
+				if tc.crRequested != "" {
+					cr := testCR(t, r.stored, "w1")
+					annotate(&cr, remediationv1alpha1.RemediationRequestedAtAnnotation, tc.crRequested)
+					r.crs = sortByOwner([]unstructured.Unstructured{cr}, r.stored.UID, r.nodes)
+				}
+			})
+			s, in := assemble(r, Acting, 0)
+			n := inputNode(t, in, "w1")
+			if got := !n.Requested.IsZero(); got != tc.pending {
+				t.Errorf("pending %v (%v), want %v", got, n.Requested, tc.pending)
+			}
+			if got := !n.RunningRequest.IsZero(); got != tc.running {
+				t.Errorf("running %v, want %v", got, tc.running)
+			}
+			ignored := s.IgnoredRequests()["w1"]
+			if (tc.ignored == "") != (ignored.Why == "") || !strings.Contains(ignored.Why, tc.ignored) {
+				t.Errorf("ignored %+v, want %q", ignored, tc.ignored)
+			}
+		})
+	}
+}
+
+// TestAnsweredRequest: what the handled annotation must say before a remediation's CRs go.
+func TestAnsweredRequest(t *testing.T) {
+	at := func(ago time.Duration) string { return assembleNow.Add(-ago).UTC().Format(time.RFC3339) }
+	r := testReading(t, nil)
+	cr := testCR(t, r.stored, "w1")
+	annotate(&cr, remediationv1alpha1.RemediationRequestedAtAnnotation, at(time.Hour))
+	node := func(annotations map[string]string) *corev1.Node {
+		n := r.nodes[0].DeepCopy()
+		n.Annotations = annotations
+		return n
+	}
+	for _, tc := range []struct {
+		name  string
+		node  *corev1.Node
+		crs   bool
+		want  string
+		write bool
+	}{
+		{name: "no request: nothing", node: node(nil)},
+		{name: "the CR's request", node: node(nil), crs: true, want: at(time.Hour), write: true},
+		{name: "already recorded", node: node(map[string]string{remediationv1alpha1.RemediationRequestHandledAnnotation: at(time.Hour)}), crs: true},
+		{name: "a request made while it ran is answered too",
+			node: node(map[string]string{remediationv1alpha1.RemediationRequestAnnotation: at(time.Minute)}), crs: true, want: at(time.Minute), write: true},
+		{name: "a request dated after now is not",
+			node: node(map[string]string{remediationv1alpha1.RemediationRequestAnnotation: at(-time.Minute)}), crs: true, want: at(time.Hour), write: true},
+		{name: "a remediation found by conditions answers the request made meanwhile",
+			node: node(map[string]string{remediationv1alpha1.RemediationRequestAnnotation: at(time.Minute)}), want: at(time.Minute), write: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var crs []unstructured.Unstructured
+			if tc.crs {
+				crs = append(crs, cr)
+			}
+			got, write := AnsweredRequest(tc.node, crs, assembleNow)
+			if got != tc.want || write != tc.write {
+				t.Errorf("%q, %v; want %q, %v", got, write, tc.want, tc.write)
+			}
+		})
+	}
+}
+
+func annotate(cr *unstructured.Unstructured, key, value string) {
+	a := cr.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[key] = value
+	cr.SetAnnotations(a)
+}
+
+// TestBaselineRoundTrip: the baseline a CR records reads back as it was, the earliest CR's first,
+// and one that does not parse is no baseline.
+func TestBaselineRoundTrip(t *testing.T) {
+	r := testReading(t, nil)
+	ltt := metav1.NewTime(assembleNow.Add(-time.Hour))
+	b := health.RequestBaseline{At: assembleNow, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: ltt}}}
+	later := testCR(t, r.stored, "w1")
+	annotate(&later, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(health.RequestBaseline{At: assembleNow.Add(time.Minute)}))
+	first := testCR(t, r.stored, "w1")
+	annotate(&first, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(b))
+	broken := testCR(t, r.stored, "w1")
+	annotate(&broken, remediationv1alpha1.RemediationRequestBaselineAnnotation, `{"at":`)
+	got := BaselineOf([]unstructured.Unstructured{later, broken, first})
+	if got == nil || !got.At.Equal(b.At) || len(got.Conditions) != 1 || got.Conditions[0].Status != corev1.ConditionTrue ||
+		!got.Conditions[0].LastTransitionTime.Equal(&ltt) {
+		t.Fatalf("read back %+v, want %+v", got, b)
+	}
+	if BaselineOf([]unstructured.Unstructured{broken}) != nil {
+		t.Fatal("a baseline that does not parse counted")
+	}
+}
