@@ -211,6 +211,20 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		})
 		c.expect(t, false, webhooks...)
 		c.expect(t, true, append(monitoring, crd, deployment)...)
+		// The API server validated the rule against the Prometheus operator's CRD: the new alerts
+		// are stored as rendered.
+		rule := &unstructured.Unstructured{}
+		rule.SetAPIVersion(monitoring[1][0])
+		rule.SetKind(monitoring[1][1])
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: full}, rule); err != nil {
+			t.Fatal(err)
+		}
+		stored := alertRules(t, rendered{*rule})
+		for _, alert := range []string{"NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline"} {
+			if _, ok := stored[alert]; !ok {
+				t.Errorf("the stored PrometheusRule lacks %s", alert)
+			}
+		}
 	})
 	if t.Failed() {
 		t.FailNow()

@@ -68,6 +68,16 @@ them). Called with (list $ "ServiceMonitor" .Values.metrics.serviceMonitor.enabl
 {{- if and $.Values.metrics.enabled (or (eq $enabled "true") (and (eq $enabled "auto") ($.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" (index . 1))))) }}true{{ end }}
 {{- end }}
 
+{{/*
+nhc.seconds is the whole seconds of a Go duration ("1h": 3600), for PromQL comparisons, which take
+numbers: mustDateModify adds the duration to a time with time.ParseDuration (a bad duration fails the
+render), and the difference of the two Unix times is the duration.
+*/}}
+{{- define "nhc.seconds" -}}
+{{- $t := toDate "2006-01-02" "2000-01-01" }}
+{{- sub (unixEpoch (mustDateModify . $t)) (unixEpoch $t) }}
+{{- end }}
+
 {{- define "nhc.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- if .Values.image.digest }}@{{ .Values.image.digest }}{{ end }}
