@@ -1,7 +1,10 @@
 package chart
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -21,6 +24,17 @@ func alertRules(t *testing.T, r rendered) map[string]map[string]any {
 		}
 	}
 	return out
+}
+
+// dashboardJSON returns the dashboard of the rendered ConfigMap.
+func dashboardJSON(t *testing.T, r rendered) map[string]any {
+	t.Helper()
+	data, _, _ := unstructured.NestedStringMap(toObject(t, r.get("ConfigMap", "nhc-node-healthcheck-dashboard")), "data")
+	var dashboard map[string]any
+	if err := json.Unmarshal([]byte(data["node-healthcheck.json"]), &dashboard); err != nil {
+		t.Fatalf("the dashboard is not JSON: %v", err)
+	}
+	return dashboard
 }
 
 func toObject(t *testing.T, u *unstructured.Unstructured) map[string]any {
@@ -89,5 +103,129 @@ func TestOutcomeAlerts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The Grafana dashboard: off by default; on, a ConfigMap labelled for the Grafana sidecar
+// (grafana_dashboard: "1", kube-prometheus-stack's default) holding the chart's JSON, in the
+// release namespace or the one set, with the labels and annotations set.
+func TestGrafanaDashboardConfigMap(t *testing.T) {
+	if cm := mustRender(t, nil).get("ConfigMap", "nhc-node-healthcheck-dashboard"); cm != nil {
+		t.Error("the dashboard is off by default")
+	}
+	r := mustRender(t, map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"enabled": true}}})
+	cm := r.get("ConfigMap", "nhc-node-healthcheck-dashboard")
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if cm.GetNamespace() != namespace {
+		t.Errorf("namespace %q, want the release's", cm.GetNamespace())
+	}
+	if l := cm.GetLabels(); l["grafana_dashboard"] != "1" || l["app.kubernetes.io/instance"] != releaseName {
+		t.Errorf("labels %v, want grafana_dashboard: \"1\" and the chart's", l)
+	}
+	file, err := os.ReadFile(chartDir() + "/dashboards/node-healthcheck.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want map[string]any
+	if err := json.Unmarshal(file, &want); err != nil {
+		t.Fatalf("dashboards/node-healthcheck.json: %v", err)
+	}
+	if got := dashboardJSON(t, r); !reflect.DeepEqual(got, want) {
+		t.Error("the ConfigMap does not hold dashboards/node-healthcheck.json")
+	}
+
+	custom := mustRender(t, map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"enabled": true, "namespace": "monitoring",
+		"labels": map[string]any{"grafana_dashboard": nil, "dashboards": "medik8s"}, "annotations": map[string]any{"grafana_folder": "Medik8s"}}}})
+	cm = custom.get("ConfigMap", "nhc-node-healthcheck-dashboard")
+	if cm == nil {
+		t.Fatal("no dashboard ConfigMap")
+	}
+	if cm.GetNamespace() != "monitoring" {
+		t.Errorf("namespace %q, want monitoring", cm.GetNamespace())
+	}
+	if l := cm.GetLabels(); l["dashboards"] != "medik8s" || l["grafana_dashboard"] != "" {
+		t.Errorf("labels %v: want dashboards: medik8s, and grafana_dashboard dropped (set to null)", l)
+	}
+	if a := cm.GetAnnotations(); a["grafana_folder"] != "Medik8s" {
+		t.Errorf("annotations %v", a)
+	}
+}
+
+// The dashboard works on any Grafana: every query reads the data source variable (no data source
+// uid of the author's Grafana), every panel has a query and a place of its own on the grid.
+func TestGrafanaDashboardIsPortable(t *testing.T) {
+	dashboard := dashboardJSON(t, mustRender(t, map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"enabled": true}}}))
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "datasource" && !strings.HasPrefix(path, "templating") {
+					if ds, _ := x.(map[string]any); ds["uid"] != "${datasource}" || ds["type"] != "prometheus" {
+						t.Errorf("%s.datasource is %v, want the ${datasource} variable", path, x)
+					}
+				}
+				walk(path+"."+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), x)
+			}
+		}
+	}
+	walk("", dashboard)
+	variables, _, _ := unstructured.NestedSlice(dashboard, "templating", "list")
+	var hasDatasource bool
+	for _, v := range variables {
+		v := v.(map[string]any)
+		if v["name"] == "datasource" && v["type"] == "datasource" && v["query"] == "prometheus" {
+			hasDatasource = true
+		} else if ds, _ := v["datasource"].(map[string]any); ds["uid"] != "${datasource}" {
+			t.Errorf("variable %v reads %v, want the ${datasource} variable", v["name"], v["datasource"])
+		}
+	}
+	if !hasDatasource {
+		t.Error("no datasource variable of type prometheus")
+	}
+	type cell struct{ x, y int }
+	taken := map[cell]string{}
+	ids := map[float64]bool{}
+	panels, _ := dashboard["panels"].([]any)
+	if len(panels) == 0 {
+		t.Fatal("no panels")
+	}
+	for _, p := range panels {
+		p := p.(map[string]any)
+		title := fmt.Sprint(p["title"])
+		id, _ := p["id"].(float64)
+		if ids[id] {
+			t.Errorf("panel %q: id %v repeats", title, id)
+		}
+		ids[id] = true
+		if p["type"] != "row" {
+			if targets, _ := p["targets"].([]any); len(targets) == 0 {
+				t.Errorf("panel %q has no query", title)
+			}
+			if d, _ := p["description"].(string); d == "" {
+				t.Errorf("panel %q has no description", title)
+			}
+		}
+		g, _ := p["gridPos"].(map[string]any)
+		x, y, w, h := int(g["x"].(float64)), int(g["y"].(float64)), int(g["w"].(float64)), int(g["h"].(float64))
+		if x+w > 24 {
+			t.Errorf("panel %q is wider than the grid", title)
+		}
+		overlaps := map[string]bool{}
+		for i := x; i < x+w; i++ {
+			for j := y; j < y+h; j++ {
+				if other, ok := taken[cell{i, j}]; ok && !overlaps[other] {
+					overlaps[other] = true
+					t.Errorf("panels %q and %q overlap", other, title)
+				}
+				taken[cell{i, j}] = title
+			}
+		}
 	}
 }

@@ -96,6 +96,9 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- if and (eq (toString .Values.metrics.prometheusRule.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.prometheusRule.enabled=true needs metrics.enabled=true" }}
 {{- end }}
+{{- if and .Values.metrics.grafanaDashboard.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.grafanaDashboard.enabled=true needs metrics.enabled=true: the dashboard shows the operator's metrics" }}
+{{- end }}
 {{- if and .Values.webhooks.enabled .Values.certManager.issuerRef (not (include "nhc.certManager" .)) }}
 {{- fail "certManager.issuerRef needs cert-manager, but certManager.enabled is false, or auto and the cluster does not serve cert-manager.io/v1 (helm template: --api-versions cert-manager.io/v1)" }}
 {{- end }}
