@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,6 +151,8 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		{"monitoring.coreos.com/v1", "ServiceMonitor", namespace, full},
 		{"monitoring.coreos.com/v1", "PrometheusRule", namespace, full},
 	}
+	// The Grafana dashboard, in a namespace of its own (where a Grafana sidecar would look).
+	dashboard := [4]string{"v1", "ConfigMap", "default", full + "-dashboard"}
 
 	t.Run("install with the defaults", func(t *testing.T) {
 		c.install(t, nil)
@@ -159,7 +162,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 			[4]string{"v1", "Namespace", "", "medik8s-leases"},
 			[4]string{"rbac.authorization.k8s.io/v1", "Role", "medik8s-leases", full + "-node-leases"},
 			[4]string{"policy/v1", "PodDisruptionBudget", namespace, full})...)
-		c.expect(t, false, monitoring[1], [4]string{"v1", "Secret", namespace, full + "-webhook-cert"})
+		c.expect(t, false, monitoring[1], dashboard, [4]string{"v1", "Secret", namespace, full + "-webhook-cert"})
 		d := &appsv1.Deployment{}
 		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: full}, d); err != nil {
 			t.Fatal(err)
@@ -201,16 +204,39 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 		c.expect(t, true, [4]string{"v1", "Pod", namespace, full + "-self-test"}) // for its logs and events
 	})
 
-	t.Run("upgrade: webhooks off, monitoring and upgrade detectors on", func(t *testing.T) {
+	t.Run("upgrade: webhooks off, monitoring, the dashboard and upgrade detectors on", func(t *testing.T) {
 		c.upgrade(t, map[string]any{
 			"webhooks":    map[string]any{"enabled": false},
 			"certManager": map[string]any{"enabled": false},
 			"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true},
-				"prometheusRule": map[string]any{"enabled": true}},
+				"prometheusRule":   map[string]any{"enabled": true},
+				"grafanaDashboard": map[string]any{"enabled": true, "namespace": dashboard[2]}},
 			"upgrade": map[string]any{"clusterAPI": true, "pauseObject": map[string]any{"enabled": true}, "maxPause": "6h"},
 		})
 		c.expect(t, false, webhooks...)
-		c.expect(t, true, append(monitoring, crd, deployment)...)
+		c.expect(t, true, append(monitoring, crd, deployment, dashboard)...)
+		// The API server validated the rule against the Prometheus operator's CRD: the new alerts
+		// are stored as rendered.
+		rule := &unstructured.Unstructured{}
+		rule.SetAPIVersion(monitoring[1][0])
+		rule.SetKind(monitoring[1][1])
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: full}, rule); err != nil {
+			t.Fatal(err)
+		}
+		stored := alertRules(t, rendered{*rule})
+		for _, alert := range []string{"NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline"} {
+			if _, ok := stored[alert]; !ok {
+				t.Errorf("the stored PrometheusRule lacks %s", alert)
+			}
+		}
+		cm := &corev1.ConfigMap{}
+		if err := c.k8s.Get(context.Background(), client.ObjectKey{Namespace: dashboard[2], Name: dashboard[3]}, cm); err != nil {
+			t.Fatal(err)
+		}
+		if cm.Labels["grafana_dashboard"] != "1" || !json.Valid([]byte(cm.Data["node-healthcheck.json"])) {
+			t.Errorf("the stored dashboard ConfigMap: labels %v, a dashboard of %d bytes that is JSON: %v", cm.Labels,
+				len(cm.Data["node-healthcheck.json"]), json.Valid([]byte(cm.Data["node-healthcheck.json"])))
+		}
 	})
 	if t.Failed() {
 		t.FailNow()
@@ -218,7 +244,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 
 	t.Run("uninstall keeps the CRD and the shared lease namespace", func(t *testing.T) {
 		c.uninstall(t)
-		c.expect(t, false, append(monitoring, deployment)...)
+		c.expect(t, false, append(monitoring, deployment, dashboard)...)
 		c.expect(t, true, crd, [4]string{"v1", "Namespace", "", "medik8s-leases"})
 	})
 

@@ -210,7 +210,8 @@ func TestOptionSets(t *testing.T) {
 			t.Errorf("ServiceMonitor:\n%s", sm)
 		}
 		rule := toYAML(t, r.get("PrometheusRule", "nhc-node-healthcheck"))
-		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckClockSkew", "NodeHealthCheckOperatorDown"} {
+		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckClockSkew", "NodeHealthCheckOperatorDown",
+			"NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline"} {
 			if !strings.Contains(rule, alert) {
 				t.Errorf("alert %s missing", alert)
 			}
@@ -317,6 +318,15 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"replicas without leader election", map[string]any{"leaderElection": map[string]any{"enabled": false}}, "needs leaderElection.enabled=true"},
 		{"PrometheusRule without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "prometheusRule": map[string]any{"enabled": true}}}, "needs metrics.enabled=true"},
 		{"ServiceMonitor without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, "needs metrics.enabled=true"},
+		{"a dashboard without metrics", map[string]any{"metrics": map[string]any{"enabled": false, "grafanaDashboard": map[string]any{"enabled": true}}}, "metrics.grafanaDashboard.enabled=true needs metrics.enabled=true"},
+		{"a dashboard namespace that is no name", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"namespace": "Monitoring"}}}, "grafanaDashboard/namespace"},
+		{"a dashboard label that is no string", map[string]any{"metrics": map[string]any{"grafanaDashboard": map[string]any{"labels": map[string]any{"grafana_dashboard": 1}}}}, "grafanaDashboard/labels"},
+		{"an exhausted-escalation window Prometheus does not parse", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"escalationExhaustedWindow": "1.5h"}}}, "escalationExhaustedWindow"},
+		{"an exhausted-escalation window with its units out of order", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"escalationExhaustedWindow": "30m1h"}}}, "escalationExhaustedWindow"},
+		{"an empty exhausted-escalation window", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"escalationExhaustedWindow": ""}}}, "escalationExhaustedWindow"},
+		{"a repair-budget for: that is no duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"repairBudgetExhaustedFor": "soon"}}}, "repairBudgetExhaustedFor"},
+		{"a past-deadline threshold that is no duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"remediationPastDeadline": "1 hour"}}}, "remediationPastDeadline"},
+		{"a past-deadline threshold in days (not a Go duration)", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"remediationPastDeadline": "1d"}}}, "remediationPastDeadline"},
 		{"a budget for one replica", map[string]any{"replicaCount": 1}, "podDisruptionBudget.enabled=true needs replicaCount >= 2"},
 		{"an unknown value", map[string]any{"replicas": 3}, "additional properties 'replicas' not allowed"},
 		{"a misspelt nested value", map[string]any{"webhooks": map[string]any{"enable": false}}, "additional properties 'enable' not allowed"},

@@ -68,6 +68,16 @@ them). Called with (list $ "ServiceMonitor" .Values.metrics.serviceMonitor.enabl
 {{- if and $.Values.metrics.enabled (or (eq $enabled "true") (and (eq $enabled "auto") ($.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" (index . 1))))) }}true{{ end }}
 {{- end }}
 
+{{/*
+nhc.seconds is the whole seconds of a Go duration ("1h": 3600), for PromQL comparisons, which take
+numbers: mustDateModify adds the duration to a time with time.ParseDuration (a bad duration fails the
+render), and the difference of the two Unix times is the duration.
+*/}}
+{{- define "nhc.seconds" -}}
+{{- $t := toDate "2006-01-02" "2000-01-01" }}
+{{- sub (unixEpoch (mustDateModify . $t)) (unixEpoch $t) }}
+{{- end }}
+
 {{- define "nhc.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- if .Values.image.digest }}@{{ .Values.image.digest }}{{ end }}
@@ -85,6 +95,9 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- end }}
 {{- if and (eq (toString .Values.metrics.prometheusRule.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.prometheusRule.enabled=true needs metrics.enabled=true" }}
+{{- end }}
+{{- if and .Values.metrics.grafanaDashboard.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.grafanaDashboard.enabled=true needs metrics.enabled=true: the dashboard shows the operator's metrics" }}
 {{- end }}
 {{- if and .Values.webhooks.enabled .Values.certManager.issuerRef (not (include "nhc.certManager" .)) }}
 {{- fail "certManager.issuerRef needs cert-manager, but certManager.enabled is false, or auto and the cluster does not serve cert-manager.io/v1 (helm template: --api-versions cert-manager.io/v1)" }}
