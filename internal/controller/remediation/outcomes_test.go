@@ -99,13 +99,30 @@ func listedWith(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, nod
 	}
 }
 
+// remediatedOnce creates workers and a NodeHealthCheck, and returns once its status lists the sick
+// node's first CR (returned).
+func remediatedOnce(ctx context.Context) (string, *remediationv1alpha1.NodeHealthCheck, *corev1.Node, unstructured.Unstructured) {
+	GinkgoHelper()
+	group, sick := workers(ctx)
+	n := e.NewNHC(ctx, group)
+	Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+	first := e.TestCRs(ctx, sick.Name)()[0]
+	Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+	return group, n, sick, first
+}
+
+// recordedOnce waits until the NodeHealthCheck's status records the outcome as the node's only
+// one, for the remediation whose first CR is first, and the counter counts it, and nothing else.
+func recordedOnce(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, node string, o remediationv1alpha1.RemediationOutcome, first unstructured.Unstructured) {
+	GinkgoHelper()
+	Eventually(outcomesOf(ctx, n, node)).Should(ConsistOf(ended(o, 1, n.Spec.RemediationTemplate.Name, first)))
+	Eventually(outcomeCount(n, o, 1)).Should(BeNumerically("==", 1))
+	Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
+}
+
 var _ = Describe("Remediation outcomes", func() {
 	It("records Healthy after step 1 of a single template in status, counts it once, observes the time to recovery, shows it in explain, and sets no deadline", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := e.TestCRs(ctx, sick.Name)()[0]
-		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+		_, n, sick, first := remediatedOnce(ctx)
 		// The gauges are set before the status that lists the CR is written.
 		Expect(deadlineOf(n, sick.Name)()).To(BeNumerically("==", -1), "a single template has no timeout: no deadline")
 
@@ -190,27 +207,17 @@ var _ = Describe("Remediation outcomes", func() {
 	})
 
 	It("records NodeDeleted when the node object is gone, and explain shows it for the node that no longer exists", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := e.TestCRs(ctx, sick.Name)()[0]
-		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+		_, n, sick, first := remediatedOnce(ctx)
 
 		Expect(e.K8s.Delete(ctx, sick)).To(Succeed())
-		Eventually(outcomesOf(ctx, n, sick.Name)).Should(ConsistOf(ended(remediationv1alpha1.OutcomeNodeDeleted, 1, n.Spec.RemediationTemplate.Name, first)))
+		recordedOnce(ctx, n, sick.Name, remediationv1alpha1.OutcomeNodeDeleted, first)
 		Expect(e.TestCRs(ctx, sick.Name)()).To(BeEmpty())
-		Eventually(outcomeCount(n, remediationv1alpha1.OutcomeNodeDeleted, 1)).Should(BeNumerically("==", 1))
-		Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
 		Expect(explainedNode(ctx, sick.Name)).To(And(ContainSubstring("Node "+sick.Name+" does not exist"), ContainSubstring("NodeHealthCheck "+n.Name),
 			ContainSubstring("NodeDeleted after step 1")))
 	})
 
 	It("records NodeReplaced when the node object was recreated and is healthy", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := e.TestCRs(ctx, sick.Name)()[0]
-		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+		group, n, sick, first := remediatedOnce(ctx)
 		// The remediator replaces the machine: its CR stays while the node is gone.
 		setCondition(ctx, &first, map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True",
 			"reason": "Deleting", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
@@ -224,36 +231,24 @@ var _ = Describe("Remediation outcomes", func() {
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(e.K8s.Delete(ctx, replacement))).To(Succeed()) })
 		e.SetReady(ctx, replacement, corev1.ConditionTrue, time.Hour)
 
-		Eventually(outcomesOf(ctx, n, sick.Name)).Should(ConsistOf(ended(remediationv1alpha1.OutcomeNodeReplaced, 1, n.Spec.RemediationTemplate.Name, first)))
+		recordedOnce(ctx, n, sick.Name, remediationv1alpha1.OutcomeNodeReplaced, first)
 		Expect(e.TestCRs(ctx, sick.Name)()).To(BeEmpty())
-		Eventually(outcomeCount(n, remediationv1alpha1.OutcomeNodeReplaced, 1)).Should(BeNumerically("==", 1))
-		Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
 		Expect(histogramCount(nhc.MetricTimeToRecovery, map[string]string{"nhc": n.Name, "remediation": "TestRemediation"})).To(BeEquivalentTo(1))
 		Expect(explainedNode(ctx, sick.Name)).To(ContainSubstring("NodeReplaced after step 1"))
 	})
 
 	It("records NodeLeftSelector when the selector no longer selects the node, and explain shows it with the NodeHealthCheck that does not select it", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := e.TestCRs(ctx, sick.Name)()[0]
-		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+		_, n, sick, first := remediatedOnce(ctx)
 
 		label(ctx, sick, testutil.GroupLabel, "elsewhere")
-		Eventually(outcomesOf(ctx, n, sick.Name)).Should(ConsistOf(ended(remediationv1alpha1.OutcomeNodeLeftSelector, 1, n.Spec.RemediationTemplate.Name, first)))
+		recordedOnce(ctx, n, sick.Name, remediationv1alpha1.OutcomeNodeLeftSelector, first)
 		Expect(e.TestCRs(ctx, sick.Name)()).To(BeEmpty())
-		Eventually(outcomeCount(n, remediationv1alpha1.OutcomeNodeLeftSelector, 1)).Should(BeNumerically("==", 1))
-		Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
 		Expect(explainedNode(ctx, sick.Name)).To(And(ContainSubstring("NodeHealthCheck "+n.Name+": does not select the node"),
 			ContainSubstring("NodeLeftSelector after step 1")))
 	})
 
 	It("records Stopped when someone else deletes the CR of a node that is still unhealthy, and the next remediation apart", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		first := e.TestCRs(ctx, sick.Name)()[0]
-		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
+		_, n, sick, first := remediatedOnce(ctx)
 
 		Expect(e.K8s.Delete(ctx, &first)).To(Succeed())
 		// The node is still unhealthy: a new remediation starts at once.
@@ -264,9 +259,7 @@ var _ = Describe("Remediation outcomes", func() {
 			}
 			return nil
 		}).Should(HaveLen(1))
-		Eventually(outcomesOf(ctx, n, sick.Name)).Should(ConsistOf(ended(remediationv1alpha1.OutcomeStopped, 1, n.Spec.RemediationTemplate.Name, first)))
-		Eventually(outcomeCount(n, remediationv1alpha1.OutcomeStopped, 1)).Should(BeNumerically("==", 1))
-		Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
+		recordedOnce(ctx, n, sick.Name, remediationv1alpha1.OutcomeStopped, first)
 		Eventually(listedWith(ctx, n, sick.Name)).Should(Equal(1))
 		Expect(explainedNode(ctx, sick.Name)).To(And(ContainSubstring("Stopped after step 1"), ContainSubstring("decision: remediating")))
 	})

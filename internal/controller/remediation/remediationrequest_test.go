@@ -37,17 +37,25 @@ func nodeAnnotation(ctx context.Context, node *corev1.Node, key string) func() s
 	}
 }
 
+// healthyPool creates four healthy nodes and a NodeHealthCheck selecting them, and returns once its
+// status counts them, with the node the specs ask to remediate.
+func healthyPool(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, *corev1.Node) {
+	GinkgoHelper()
+	group := e.Unique("g")
+	for range 3 {
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	}
+	asked := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+	n := e.NewNHC(ctx, group, mutate...)
+	e.SeenHealthy(ctx, n, 4)
+	return n, asked
+}
+
 func allowRequests(n *remediationv1alpha1.NodeHealthCheck) { n.Spec.AllowRemediationRequests = true }
 
 var _ = Describe("Remediation requests (spec.allowRemediationRequests)", func() {
 	It("remediates a healthy node on request, keeps its CR until the remediator reports, and answers the request once", func(ctx SpecContext) {
-		group := e.Unique("g")
-		for range 3 {
-			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		}
-		asked := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := e.NewNHC(ctx, group, allowRequests)
-		e.SeenHealthy(ctx, n, 4)
+		n, asked := healthyPool(ctx, allowRequests)
 
 		value := requestRemediation(ctx, asked, e.Clock.Now())
 		Eventually(e.TestCRs(ctx, asked.Name)).Should(HaveLen(1))
@@ -92,13 +100,7 @@ var _ = Describe("Remediation requests (spec.allowRemediationRequests)", func() 
 	})
 
 	It("ends the requested remediation when the node goes down and comes back", func(ctx SpecContext) {
-		group := e.Unique("g")
-		for range 3 {
-			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		}
-		asked := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := e.NewNHC(ctx, group, allowRequests)
-		e.SeenHealthy(ctx, n, 4)
+		n, asked := healthyPool(ctx, allowRequests)
 		// As kubectl nhc request node does.
 		var out bytes.Buffer
 		Expect(explain.Request(ctx, e.K8s, asked.Name, e.Clock.Now(), &out)).To(Succeed())
@@ -116,13 +118,7 @@ var _ = Describe("Remediation requests (spec.allowRemediationRequests)", func() 
 	})
 
 	It("ignores a request where the NodeHealthCheck does not allow them, and holds one while it is paused", func(ctx SpecContext) {
-		group := e.Unique("g")
-		for range 3 {
-			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		}
-		asked := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := e.NewNHC(ctx, group)
-		e.SeenHealthy(ctx, n, 4)
+		n, asked := healthyPool(ctx)
 		value := requestRemediation(ctx, asked, e.Clock.Now())
 		Eventually(e.EventNotes(ctx, asked.Name, remediationv1alpha1.EventReasonRemediationRequestIgnored)).Should(ContainElement(
 			ContainSubstring("NodeHealthCheck %s does not set spec.allowRemediationRequests", n.Name)))
