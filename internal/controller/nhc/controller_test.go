@@ -116,7 +116,7 @@ var _ = Describe("NodeHealthCheck evaluation", func() {
 			// Listed as the public operator lists it, without remediations; the phase says nothing runs.
 			st := e.Status(ctx, n)()
 			Expect(st.UnhealthyNodes).To(ConsistOf(MatchAllFields(Fields{"Name": Equal(sick.Name), "Remediations": BeEmpty(),
-				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil(), "DryRunRemediations": BeNil()})))
+				"ConditionsHealthyTimestamp": BeNil(), "HealthyDelayed": BeNil(), "DryRunRemediations": BeNil(), "RemediationRequested": BeNil()})))
 			Expect(st.Phase).To(Equal(remediationv1alpha1.PhaseEnabled))
 			Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonRemediationSkipped, remediationv1alpha1.EventReasonDetectedUnhealthy))
 			Expect(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonDetectedUnhealthy)()).To(ConsistOf(
