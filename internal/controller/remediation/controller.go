@@ -737,9 +737,10 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 // request that the node's remediation (its CRs) answers (targets.AnsweredRequest): once when the
 // remediation starts, and again before its CRs go, so that a request is never acted on twice, nor
 // lost when the write fails (the CRs stay until it succeeds). A node that is gone needs nothing; a
-// dry-run NodeHealthCheck, which ignores requests, changes no node.
+// dry-run NodeHealthCheck, which ignores requests, changes no node, nor does one that does not take
+// requests unless its CRs answer one (it took them before).
 func (r *Reconciler) answerRequests(ctx context.Context, snap *targets.Snapshot, nodeName string, crs []unstructured.Unstructured) error {
-	if snap.DryRun() {
+	if snap.DryRun() || (!snap.NHC.Spec.AllowRemediationRequests && targets.RequestOf(crs).IsZero()) {
 		return nil
 	}
 	node := &corev1.Node{}
