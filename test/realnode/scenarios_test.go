@@ -544,22 +544,7 @@ func scenarios() {
 		out, err := helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
 		Expect(err).NotTo(HaveOccurred(), out)
 		GinkgoWriter.Printf("helm uninstall --wait returned after %s\n", time.Since(begin).Round(100*time.Millisecond))
-		Eventually(func(g Gomega) {
-			pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
-		vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(vwcs.Items).To(BeEmpty())
-		mwcs, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(mwcs.Items).To(BeEmpty())
-		// Leases: the chart's post-delete hook (leases.deleteOnUninstall) deleted the leader
-		// election Lease and the running remediation's node Lease in leases.namespace.
-		expectNoLeases(ctx)
-		_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
-		Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
+		expectUninstalled(ctx)
 		// The user's NodeHealthCheck stays too, with its CR; deleted now (the CRD's rules admit it),
 		// it takes its CRs with it: they are owned by it, and nothing of the operator holds them.
 		Expect(k8s.Delete(ctx, nhc)).To(Succeed())
@@ -609,18 +594,29 @@ func helm4Scenario() {
 
 		out, err = helm4(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Eventually(func(g Gomega) {
-			pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
-		vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(vwcs.Items).To(BeEmpty())
-		expectNoLeases(ctx)
-		_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
-		Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
+		expectUninstalled(ctx)
 	})
+}
+
+// expectUninstalled checks, after an uninstall returned, that it left no pods, webhook
+// configurations or Leases (the chart's post-delete hook, leases.deleteOnUninstall, deleted the
+// leader election Lease and the node Leases in leases.namespace), and kept the CRD (crds.keep).
+func expectUninstalled(ctx context.Context) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods.Items).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+	vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(vwcs.Items).To(BeEmpty())
+	mwcs, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(mwcs.Items).To(BeEmpty())
+	expectNoLeases(ctx)
+	_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
+	Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
 }
 
 // expectNoLeases checks, after an uninstall returned, that no Lease is left in the release's
