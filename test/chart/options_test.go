@@ -325,6 +325,8 @@ func TestContradictoryValuesFail(t *testing.T) {
 		{"an exhausted-escalation window with its units out of order", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"escalationExhaustedWindow": "30m1h"}}}, "escalationExhaustedWindow"},
 		{"an empty exhausted-escalation window", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"escalationExhaustedWindow": ""}}}, "escalationExhaustedWindow"},
 		{"a repair-budget for: that is no duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"repairBudgetExhaustedFor": "soon"}}}, "repairBudgetExhaustedFor"},
+		{"a remediation-too-long for: Prometheus does not parse", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"remediationTooLong": "1.5h"}}}, "remediationTooLong"},
+		{"a paused-too-long for: in a unit Prometheus does not know", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"pausedTooLong": "500us"}}}, "pausedTooLong"},
 		{"a past-deadline threshold that is no duration", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"remediationPastDeadline": "1 hour"}}}, "remediationPastDeadline"},
 		{"a past-deadline threshold in days (not a Go duration)", map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"remediationPastDeadline": "1d"}}}, "remediationPastDeadline"},
 		{"a budget for one replica", map[string]any{"replicaCount": 1}, "podDisruptionBudget.enabled=true needs replicaCount >= 2"},
