@@ -10,7 +10,9 @@
 // (StatusBatch, holdWrite): many nodes changing within seconds cost a write per batch, not one each.
 //
 // Events (reasons kept from the public operator so existing alerts keep working): Disabled, Enabled,
-// DetectedUnhealthy, RemediationSkipped; each on a transition, not on every reconcile.
+// DetectedUnhealthy, RemediationSkipped; each on a transition, not on every reconcile. Besides, on
+// nodes: RemediationRequested and RemediationRequestIgnored (a remediation request seen, or ignored
+// and why; once per request value), InvalidNodeLabel, InvalidNodeAnnotation.
 //
 // Metrics (see docs/metrics.md): nodehealthcheck_ongoing_remediation (gauge, the public operator's
 // labels), and the histograms nodehealthcheck_unhealthy_node_duration_seconds,
