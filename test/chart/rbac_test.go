@@ -155,16 +155,7 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 	}
 
 	// A remediator's role, as the reference documentation shows it.
-	remediator := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		},
-	}
-	if err := c.k8s.Create(ctx, remediator); err != nil {
-		t.Fatal(err)
-	}
+	createRemediatorRole(ctx, t, c)
 	waitFor(t, "the remediator's rules aggregated into the ext-remediation role", func() bool {
 		agg := &rbacv1.ClusterRole{}
 		return c.k8s.Get(ctx, client.ObjectKey{Name: "nhc-node-healthcheck-ext-remediation"}, agg) == nil && len(agg.Rules) == 2
@@ -353,16 +344,7 @@ func TestUpgradeKeepsAggregatedRules(t *testing.T) {
 	c := startCluster(t)
 	c.startAggregation(t)
 	ctx := context.Background()
-	remediator := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
-			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-		},
-	}
-	if err := c.k8s.Create(ctx, remediator); err != nil {
-		t.Fatal(err)
-	}
+	createRemediatorRole(ctx, t, c)
 	values := map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}
 	install := action.NewInstall(c.helm(t))
 	install.ReleaseName, install.Namespace, install.CreateNamespace, install.Timeout = releaseName, namespace, true, time.Minute
@@ -535,5 +517,21 @@ func TestCleanupHook(t *testing.T) {
 		if err := c.k8s.Get(ctx, client.ObjectKeyFromObject(l), &coordinationv1.Lease{}); err != nil {
 			t.Errorf("Lease %s/%s (holder %s): %v", l.Namespace, l.Name, *l.Spec.HolderIdentity, err)
 		}
+	}
+}
+
+// createRemediatorRole creates a remediator's ClusterRole as the reference documentation shows it,
+// labelled for aggregation into the operator's ext-remediation role (two rules).
+func createRemediatorRole(ctx context.Context, t *testing.T, c *cluster) {
+	t.Helper()
+	remediator := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-remediator", Labels: map[string]string{remediationv1alpha1.AggregateToExtRemediationLabel: "true"}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediationtemplates"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"test.medik8s.io"}, Resources: []string{"testremediations"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		},
+	}
+	if err := c.k8s.Create(ctx, remediator); err != nil {
+		t.Fatal(err)
 	}
 }
