@@ -304,8 +304,12 @@ func run(o *options) error {
 		}),
 	}
 	certReady := make(chan struct{})
+	certDir := o.webhookCertDir
+	if certDir == "" {
+		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // the webhook server's default
+	}
 	if o.selfManagedCerts != nil && o.enableWebhooks {
-		mgrOpts.WebhookServer = webhookcert.Delayed(mgrOpts.WebhookServer, certReady)
+		mgrOpts.WebhookServer = webhookcert.Delayed(mgrOpts.WebhookServer, certReady, certDir)
 	}
 	controller.ConfigureManager(&mgrOpts)
 	// Every API response of the manager (cache, leader election, writes) measures the clock skew:
@@ -320,10 +324,7 @@ func run(o *options) error {
 
 	if o.selfManagedCerts != nil && o.enableWebhooks {
 		certs := *o.selfManagedCerts
-		certs.CertDir = o.webhookCertDir
-		if certs.CertDir == "" {
-			certs.CertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
-		}
+		certs.CertDir = certDir
 		if err := webhookcert.AddRotator(mgr, certs, certReady); err != nil {
 			return fmt.Errorf("setting up the webhook certificate rotator: %w", err)
 		}

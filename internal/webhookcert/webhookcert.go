@@ -13,10 +13,12 @@ package webhookcert
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -237,15 +239,27 @@ func Certificates(bundle []byte) []*x509.Certificate {
 	}
 }
 
-// Delayed returns a webhook server that starts serving once ready is closed: before that its
-// certificate files do not exist yet and the server could not start.
-func Delayed(s webhook.Server, ready <-chan struct{}) webhook.Server {
-	return &delayed{Server: s, ready: ready}
+// keyPairWait bounds how long a delayed webhook server waits for a certificate and private key that
+// belong together before it starts anyway (and reports the error).
+const keyPairWait = 30 * time.Second
+
+// Delayed returns a webhook server that starts serving once ready is closed and the certificate and
+// key in certDir (tls.crt, tls.key) load as a pair: before ready the files do not exist yet, and a
+// renewal mounted between the rotator's check and the server's first read, or a read that straddles
+// the kubelet's switch to the new files, gives a certificate beside the previous key for a moment;
+// a server starting on that would exit, and the pod restart.
+func Delayed(s webhook.Server, ready <-chan struct{}, certDir string) webhook.Server {
+	return &delayed{Server: s, ready: ready, poll: 200 * time.Millisecond, wait: keyPairWait, load: func() error {
+		_, err := tls.LoadX509KeyPair(filepath.Join(certDir, corev1.TLSCertKey), filepath.Join(certDir, corev1.TLSPrivateKeyKey))
+		return err
+	}}
 }
 
 type delayed struct {
 	webhook.Server
-	ready <-chan struct{}
+	ready      <-chan struct{}
+	poll, wait time.Duration
+	load       func() error
 }
 
 func (d *delayed) Start(ctx context.Context) error {
@@ -254,6 +268,20 @@ func (d *delayed) Start(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Webhook certificate mounted, starting the webhook server")
+	log := ctrl.LoggerFrom(ctx)
+	deadline := time.Now().Add(d.wait)
+	for err := d.load(); err != nil; err = d.load() {
+		if time.Now().After(deadline) {
+			log.Error(err, "The mounted webhook certificate and key still do not load as a pair; starting the webhook server anyway", "waited", d.wait)
+			break
+		}
+		log.Info("Waiting for the mounted webhook certificate and key to load as a pair", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d.poll):
+		}
+	}
+	log.Info("Webhook certificate mounted, starting the webhook server")
 	return d.Server.Start(ctx)
 }
