@@ -115,13 +115,10 @@ func run(managerBinary, kubectlBinary string) error {
 	defer logFile.Close()
 
 	step("Starting the operator (%s) out of cluster with the chart's arguments, as the chart's ServiceAccount", managerBinary)
-	m, err := cluster.StartManager(localcluster.ManagerOptions{Binary: managerBinary, Output: logFile})
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := m.WaitReady(ctx); err != nil {
+	m, err := cluster.StartReady(ctx, localcluster.ManagerOptions{Binary: managerBinary, Output: logFile})
+	if err != nil {
 		return fmt.Errorf("%w (see %s)", err, logPath)
 	}
 	fmt.Printf("Ready (probes at %s, logs in %s). It made its webhook CA and certificate, wrote the CA into the webhook configurations, and serves admission through the chart's Service.\n", m.ProbeAddr, logPath)

@@ -33,16 +33,15 @@ func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
 	} else {
 		o.Output = io.MultiWriter(GinkgoWriter, o.Output)
 	}
-	m, err := cluster.StartManager(o)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := cluster.StartReady(ctx, o)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		if !m.Exited() {
 			_ = m.Stop(30 * time.Second)
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	Expect(m.WaitReady(ctx)).To(Succeed())
 	return m
 }
 

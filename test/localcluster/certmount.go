@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ type certMount struct {
 
 // mountSecret keeps CertDir equal to the Secret's data (only keys, when not nil, as a secret
 // volume's items select them), MountDelay after each change, as the kubelet does for a pod's secret
-// volume: each file is replaced atomically, and keys that leave the Secret leave the folder.
+// volume: all files change together (see writeFolder), and keys that leave the Secret leave the
+// folder.
 func (c *Cluster) mountSecret(name string, keys []string) {
 	key := client.ObjectKey{Namespace: ChartNamespace, Name: name}
 	c.wg.Add(1)
@@ -71,8 +73,31 @@ func (m *certMount) current() string {
 	return m.mounted
 }
 
+// writeFolder makes dir hold data, all keys at once, as the kubelet's atomic writer updates a secret
+// volume: the files are links into ..data, a link to a folder with this version's files, and one
+// rename of ..data switches every file together. A reader never sees one key of the new version
+// beside one of the old (a certificate with the previous private key, say). Keys that left data
+// leave dir.
 func writeFolder(dir string, data map[string][]byte) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	version, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05."))
+	if err != nil {
+		return err
+	}
+	for name, content := range data {
+		if err := os.WriteFile(filepath.Join(version, name), content, 0o600); err != nil {
+			return err
+		}
+	}
+	const current, next = "..data", "..data_tmp"
+	previous, _ := os.Readlink(filepath.Join(dir, current))
+	_ = os.Remove(filepath.Join(dir, next))
+	if err := os.Symlink(filepath.Base(version), filepath.Join(dir, next)); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(dir, next), filepath.Join(dir, current)); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(dir)
@@ -80,20 +105,24 @@ func writeFolder(dir string, data map[string][]byte) error {
 		return err
 	}
 	for _, e := range entries {
-		if _, ok := data[e.Name()]; !ok {
+		if _, ok := data[e.Name()]; !ok && !strings.HasPrefix(e.Name(), "..") {
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
 				return err
 			}
 		}
 	}
-	for name, content := range data {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, content, 0o600); err != nil {
+	for name := range data {
+		link := filepath.Join(dir, name)
+		if target, err := os.Readlink(link); err == nil && target == filepath.Join(current, name) {
+			continue
+		}
+		_ = os.Remove(link) // a file from before, or a link elsewhere
+		if err := os.Symlink(filepath.Join(current, name), link); err != nil {
 			return err
 		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return err
-		}
+	}
+	if previous != "" && previous != filepath.Base(version) {
+		return os.RemoveAll(filepath.Join(dir, previous))
 	}
 	return nil
 }

@@ -37,7 +37,11 @@ type Manager struct {
 	cluster *Cluster
 	webhook bool
 	done    chan error
+	output  *tailWriter
 }
+
+// outputTail is how much of a manager's output an error about it quotes.
+const outputTail = 4 << 10
 
 // ManagerOptions tune a manager process.
 type ManagerOptions struct {
@@ -91,7 +95,8 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 		"--metrics-bind-address=" + metrics,
 	}, o.Args...))
 	cmd := exec.Command(o.Binary, args...) //nolint:gosec // the binary is ours
-	cmd.Stdout, cmd.Stderr = o.Output, o.Output
+	output := newTailWriter(o.Output, outputTail)
+	cmd.Stdout, cmd.Stderr = output, output
 	if len(o.Env) > 0 {
 		cmd.Env = append(os.Environ(), o.Env...)
 	}
@@ -99,7 +104,7 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 		return nil, fmt.Errorf("starting %s: %w", o.Binary, err)
 	}
 	m := &Manager{Cmd: cmd, Args: args, ProbeAddr: probe, MetricsAddr: metrics, WebhookPort: port, cluster: c,
-		webhook: flagValue(args, "--enable-webhooks") != "false", done: make(chan error, 1)}
+		webhook: flagValue(args, "--enable-webhooks") != "false", done: make(chan error, 1), output: output}
 	go func() {
 		err := cmd.Wait()
 		// The pod is gone: its endpoint leaves the Service.
@@ -107,6 +112,34 @@ func (c *Cluster) StartManager(o ManagerOptions) (*Manager, error) {
 		m.done <- err
 	}()
 	return m, nil
+}
+
+// ErrPortTaken is WaitReady's error for a manager that exited because another process bound one of
+// its ports first.
+var ErrPortTaken = errors.New("another process took one of the manager's ports")
+
+// portStarts bounds how often StartReady starts a manager whose port was taken.
+const portStarts = 3
+
+// StartReady starts a manager (StartManager) and waits until it is ready (WaitReady). The ports are
+// picked free and then handed to the process, and another process on this machine may bind one in
+// between; a manager that exits for that is started again on other ports (a pod has a network
+// namespace of its own and never meets this). Any other exit is the error.
+func (c *Cluster) StartReady(ctx context.Context, o ManagerOptions) (*Manager, error) {
+	for start := 1; ; start++ {
+		m, err := c.StartManager(o)
+		if err != nil {
+			return nil, err
+		}
+		err = m.WaitReady(ctx)
+		if err == nil {
+			return m, nil
+		}
+		_ = m.Stop(10 * time.Second)
+		if !errors.Is(err, ErrPortTaken) || start == portStarts {
+			return nil, err
+		}
+	}
 }
 
 // MergeArgs returns base with each of overrides replacing the flag of the same name, or appended.
@@ -150,10 +183,14 @@ func (m *Manager) WaitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("manager not ready at %s: %w", url, ctx.Err())
+			return fmt.Errorf("manager not ready at %s: %w; it printed last:\n%s", url, ctx.Err(), m.output)
 		case err := <-m.done:
 			m.done <- err
-			return fmt.Errorf("manager exited before it was ready: %v", err)
+			out := m.output.String()
+			if strings.Contains(out, "address already in use") {
+				err = errors.Join(ErrPortTaken, err)
+			}
+			return fmt.Errorf("manager exited before it was ready: %w; it printed last:\n%s", err, out)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

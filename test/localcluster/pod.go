@@ -24,12 +24,8 @@ const restartBackOff = time.Second
 
 // StartPod starts a manager, waits until it is ready, and keeps it running.
 func (c *Cluster) StartPod(ctx context.Context, o ManagerOptions) (*Pod, error) {
-	m, err := c.StartManager(o)
+	m, err := c.StartReady(ctx, o)
 	if err != nil {
-		return nil, err
-	}
-	if err := m.WaitReady(ctx); err != nil {
-		_ = m.Stop(10 * time.Second)
 		return nil, err
 	}
 	p := &Pod{cluster: c, options: o, current: m, loopDone: make(chan struct{})}

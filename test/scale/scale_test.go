@@ -266,11 +266,10 @@ func (b *bench) setup(ctx context.Context) {
 	// SubjectAccessReviews to the requests counted.
 	args := append([]string{"--metrics-secure=false"}, b.sc.ManagerArgs...)
 	args = append(args, strings.Fields(os.Getenv("NHC_SCALE_MANAGER_ARGS"))...)
-	b.mgr, err = b.cluster.StartManager(localcluster.ManagerOptions{Binary: binary, Output: mgrLog, Args: args, Env: b.sc.ManagerEnv})
-	Expect(err).NotTo(HaveOccurred())
 	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	Expect(b.mgr.WaitReady(readyCtx)).To(Succeed())
+	b.mgr, err = b.cluster.StartReady(readyCtx, localcluster.ManagerOptions{Binary: binary, Output: mgrLog, Args: args, Env: b.sc.ManagerEnv})
+	Expect(err).NotTo(HaveOccurred())
 	go b.rss.run(ctx, b.mgr.Cmd.Process.Pid)
 
 	for p := range b.sc.Pools {
