@@ -58,21 +58,28 @@ func write(t *testing.T, dir, name string, content []byte) {
 	}
 }
 
+// mismatchedDelayed returns a delayed webhook server whose certificate is mounted beside another
+// certificate's key, and the key that belongs to the certificate.
+func mismatchedDelayed(t *testing.T) (d *delayed, server *startRecorder, dir string, key []byte) {
+	t.Helper()
+	dir = t.TempDir()
+	crt, key := keyPair(t)
+	_, otherKey := keyPair(t)
+	write(t, dir, corev1.TLSCertKey, crt)
+	write(t, dir, corev1.TLSPrivateKeyKey, otherKey)
+	server = &startRecorder{started: make(chan struct{})}
+	ready := make(chan struct{})
+	close(ready)
+	d = Delayed(server, ready, dir).(*delayed)
+	d.poll = 5 * time.Millisecond
+	return d, server, dir, key
+}
+
 // TestDelayedStartsOnAMatchingKeyPair: a certificate mounted beside the previous key (a renewal
 // between the rotator's check and the server's start) holds the server until the key follows; the
 // server does not start on it and exit.
 func TestDelayedStartsOnAMatchingKeyPair(t *testing.T) {
-	dir := t.TempDir()
-	newCrt, newKey := keyPair(t)
-	_, oldKey := keyPair(t)
-	write(t, dir, corev1.TLSCertKey, newCrt)
-	write(t, dir, corev1.TLSPrivateKeyKey, oldKey)
-
-	server := &startRecorder{started: make(chan struct{})}
-	ready := make(chan struct{})
-	close(ready)
-	d := Delayed(server, ready, dir).(*delayed)
-	d.poll = 5 * time.Millisecond
+	d, server, dir, newKey := mismatchedDelayed(t)
 	var loads atomic.Int32
 	load := d.load
 	d.load = func() error { loads.Add(1); return load() }
@@ -114,16 +121,8 @@ func TestDelayedStartsOnAMatchingKeyPair(t *testing.T) {
 // TestDelayedStartsAnywayAfterTheWait: a pair that never matches is the server's error to report
 // (the pod restarts), not a reason to wait for ever.
 func TestDelayedStartsAnywayAfterTheWait(t *testing.T) {
-	dir := t.TempDir()
-	crt, _ := keyPair(t)
-	_, key := keyPair(t)
-	write(t, dir, corev1.TLSCertKey, crt)
-	write(t, dir, corev1.TLSPrivateKeyKey, key)
-	server := &startRecorder{started: make(chan struct{})}
-	ready := make(chan struct{})
-	close(ready)
-	d := Delayed(server, ready, dir).(*delayed)
-	d.poll, d.wait = 5*time.Millisecond, 50*time.Millisecond
+	d, server, _, _ := mismatchedDelayed(t)
+	d.wait = 50 * time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = d.Start(ctx) }()
