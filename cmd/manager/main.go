@@ -308,7 +308,10 @@ func run(o *options) error {
 	if certDir == "" {
 		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // the webhook server's default
 	}
-	if o.selfManagedCerts != nil && o.enableWebhooks {
+	if o.enableWebhooks {
+		if o.selfManagedCerts == nil {
+			close(certReady) // cert-manager's certificate: the kubelet mounted it before the container started
+		}
 		mgrOpts.WebhookServer = webhookcert.Delayed(mgrOpts.WebhookServer, certReady, certDir)
 	}
 	controller.ConfigureManager(&mgrOpts)

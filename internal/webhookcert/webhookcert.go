@@ -247,7 +247,8 @@ const keyPairWait = 30 * time.Second
 // key in certDir (tls.crt, tls.key) load as a pair: before ready the files do not exist yet, and a
 // renewal mounted between the rotator's check and the server's first read, or a read that straddles
 // the kubelet's switch to the new files, gives a certificate beside the previous key for a moment;
-// a server starting on that would exit, and the pod restart.
+// a server starting on that would exit, and the pod restart. With cert-manager's certificate, ready
+// is closed from the start and only the pair is waited for.
 func Delayed(s webhook.Server, ready <-chan struct{}, certDir string) webhook.Server {
 	return &delayed{Server: s, ready: ready, poll: 200 * time.Millisecond, wait: keyPairWait, load: func() error {
 		_, err := tls.LoadX509KeyPair(filepath.Join(certDir, corev1.TLSCertKey), filepath.Join(certDir, corev1.TLSPrivateKeyKey))

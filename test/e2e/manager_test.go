@@ -2,9 +2,18 @@ package e2e
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"io"
+	"math/big"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
@@ -43,6 +52,20 @@ func startManager(o localcluster.ManagerOptions) *localcluster.Manager {
 		}
 	})
 	return m
+}
+
+// selfSignedPair returns a serving certificate for the webhook Service and its private key, PEM
+// encoded.
+func selfSignedPair() (crt, key []byte) {
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	Expect(err).NotTo(HaveOccurred())
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: webhookServerName}, DNSNames: []string{webhookServerName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.Public(), k)
+	Expect(err).NotTo(HaveOccurred())
+	keyDER, err := x509.MarshalECPrivateKey(k)
+	Expect(err).NotTo(HaveOccurred())
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 // waitListening waits until something accepts connections at url; the metrics server starts
@@ -181,6 +204,47 @@ var _ = Describe("The manager binary", func() {
 		GinkgoWriter.Printf("Leadership handed over %s after SIGTERM\n", time.Since(start))
 
 		Expect(second.Stop(30 * time.Second)).To(Succeed())
+	})
+
+	It("with cert-manager's certificate, serves the webhooks only once the mounted certificate and key belong together, without exiting before", func() {
+		// cert-manager mode: no --webhook-cert-secret; the kubelet mounted the certificate before
+		// the container started, and a renewal mounted at that moment shows the new certificate
+		// beside the previous key.
+		dir := GinkgoT().TempDir()
+		crt, key := selfSignedPair()
+		_, previousKey := selfSignedPair()
+		Expect(os.WriteFile(filepath.Join(dir, corev1.TLSCertKey), crt, 0o600)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(dir, corev1.TLSPrivateKeyKey), previousKey, 0o600)).To(Succeed())
+		out := gbytes.NewBuffer()
+		m, err := cluster.StartManager(localcluster.ManagerOptions{Binary: managerBinary, Output: io.MultiWriter(GinkgoWriter, out),
+			Args: []string{"--leader-election-id=e2e-certmanager", "--webhook-cert-secret=", "--webhook-cert-dir=" + dir}})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = m.Stop(30 * time.Second) })
+		probe := func(path string) func() int {
+			return func() int {
+				resp, err := http.Get("http://" + m.ProbeAddr + path)
+				if err != nil {
+					return 0
+				}
+				_ = resp.Body.Close()
+				return resp.StatusCode
+			}
+		}
+
+		// The witness: the manager read the pair and decided to wait; it is alive and not ready.
+		Eventually(out).WithTimeout(30*time.Second).Should(gbytes.Say("Waiting for the mounted webhook certificate and key to load as a pair"),
+			"the manager waits for the key that belongs to the certificate")
+		Eventually(probe("/healthz")).WithTimeout(10 * time.Second).Should(Equal(http.StatusOK))
+		Expect(probe("/readyz")()).NotTo(Equal(http.StatusOK), "not ready while its webhook server cannot serve")
+		Expect(m.Exited()).To(BeFalse())
+
+		// The key follows, as one rename.
+		tmp := filepath.Join(dir, ".tls.key.tmp")
+		Expect(os.WriteFile(tmp, key, 0o600)).To(Succeed())
+		Expect(os.Rename(tmp, filepath.Join(dir, corev1.TLSPrivateKeyKey))).To(Succeed())
+		Eventually(probe("/readyz")).WithTimeout(10*time.Second).Should(Equal(http.StatusOK), "ready once the pair loads")
+		Expect(out).To(gbytes.Say("Webhook certificate mounted, starting the webhook server"))
+		Expect(m.Exited()).To(BeFalse())
 	})
 
 	It("runs without the webhook server when --enable-webhooks=false", func(ctx SpecContext) {
