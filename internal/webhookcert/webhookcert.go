@@ -271,12 +271,14 @@ func (d *delayed) Start(ctx context.Context) error {
 	}
 	log := ctrl.LoggerFrom(ctx)
 	deadline := time.Now().Add(d.wait)
-	for err := d.load(); err != nil; err = d.load() {
+	for err, first := d.load(), true; err != nil; err, first = d.load(), false {
 		if time.Now().After(deadline) {
 			log.Error(err, "The mounted webhook certificate and key still do not load as a pair; starting the webhook server anyway", "waited", d.wait)
 			break
 		}
-		log.Info("Waiting for the mounted webhook certificate and key to load as a pair", "error", err.Error())
+		if first {
+			log.Info("Waiting for the mounted webhook certificate and key to load as a pair", "error", err.Error(), "atMost", d.wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
