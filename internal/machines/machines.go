@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
@@ -58,17 +59,24 @@ func (c Claim) String() string { return c.Namespace + "/" + c.Name }
 // ClaimOf returns the Machine the node's annotations claim, and false when they claim none. An
 // OpenShift annotation of the form "<namespace>/<name>" comes first; otherwise the Cluster API
 // annotations, which claim a Machine only when both its name and its namespace are given (the
-// public operator's and Cluster API's reading: a partial claim names nothing to look up).
+// public operator's and Cluster API's reading: a partial claim names nothing to look up). The node
+// writes these annotations itself: a namespace or name that no object can have (not a DNS label, not
+// a DNS subdomain) claims nothing either.
 func ClaimOf(annotations map[string]string) (Claim, bool) {
-	if ns, name, found := strings.Cut(annotations[OpenShiftMachineAnnotation], "/"); found && ns != "" && name != "" {
+	if ns, name, found := strings.Cut(annotations[OpenShiftMachineAnnotation], "/"); found && validName(ns, name) {
 		return Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: ns, Name: name}, true
 	}
 	ns, name := annotations[ClusterAPINamespaceAnnotation], annotations[ClusterAPIMachineAnnotation]
-	if ns == "" || name == "" {
+	if !validName(ns, name) {
 		return Claim{}, false
 	}
 	return Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: ns, Name: name,
 		Cluster: annotations[ClusterAPIClusterNameAnnotation]}, true
+}
+
+// validName reports whether a namespace and a name can name an object.
+func validName(namespace, name string) bool {
+	return len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
 }
 
 // Machine is what the checks read of a Machine; none of it can be written with a node's

@@ -33,6 +33,9 @@ func TestClaimOf(t *testing.T) {
 		{"Cluster API without a name", map[string]string{ClusterAPINamespaceAnnotation: "ns"}, Claim{}, false},
 		{"OpenShift first", map[string]string{OpenShiftMachineAnnotation: "a/b", ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns"},
 			Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: "a", Name: "b"}, true},
+		{"OpenShift naming no object a node could have", map[string]string{OpenShiftMachineAnnotation: "nodeinput.bounded/262144/abc/x"}, Claim{}, false},
+		{"Cluster API with an invalid name", map[string]string{ClusterAPIMachineAnnotation: "M/../x", ClusterAPINamespaceAnnotation: "ns"}, Claim{}, false},
+		{"Cluster API with an invalid namespace", map[string]string{ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "Not_A_Label"}, Claim{}, false},
 		{"a malformed OpenShift claim leaves Cluster API's", map[string]string{OpenShiftMachineAnnotation: "b", ClusterAPIMachineAnnotation: "m", ClusterAPINamespaceAnnotation: "ns"},
 			Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m"}, true},
 	} {

@@ -8,6 +8,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/machines"
+	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
@@ -49,6 +52,11 @@ func sameConditions(a, b []corev1.NodeCondition) bool {
 // that say who removes the node or that a remediator fenced it, nodetaints.Keep), so the node
 // cache stays small on large clusters. Other taints are dropped: the node lifecycle adds two to
 // every node that fails.
+//
+// What a node can write itself is bounded here, once, for every reader of the cache: of its
+// annotations (up to 256 KiB, any key) only those decisions read (ReadAnnotations), each cut to
+// nodeinput.MaxValueLen (nodeinput.Bounded); a condition's reason to maxReason bytes; a condition
+// whose type is longer than any unhealthy condition may name (maxConditionType) is dropped.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -56,16 +64,55 @@ func TrimNode(obj any) (any, error) {
 	}
 	trimmed := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: n.ObjectMeta}
 	trimmed.ManagedFields = nil
+	trimmed.Annotations = nil
+	for _, key := range ReadAnnotations {
+		if v, ok := n.Annotations[key]; ok {
+			if trimmed.Annotations == nil {
+				trimmed.Annotations = map[string]string{}
+			}
+			trimmed.Annotations[key] = nodeinput.Bounded(v)
+		}
+	}
 	trimmed.Spec.Unschedulable = n.Spec.Unschedulable
 	for _, t := range n.Spec.Taints {
 		if nodetaints.Keep(t) {
 			trimmed.Spec.Taints = append(trimmed.Spec.Taints, t)
 		}
 	}
-	trimmed.Status.Conditions = n.Status.Conditions
 	trimmed.Status.NodeInfo.KubeletVersion = n.Status.NodeInfo.KubeletVersion
-	for i := range trimmed.Status.Conditions {
-		trimmed.Status.Conditions[i].Message = ""
+	trimmed.Status.Conditions = make([]corev1.NodeCondition, 0, len(n.Status.Conditions))
+	for _, c := range n.Status.Conditions {
+		if len(c.Type) > maxConditionType {
+			continue
+		}
+		c.Message = ""
+		if len(c.Reason) > maxReason {
+			c.Reason = c.Reason[:maxReason]
+		}
+		trimmed.Status.Conditions = append(trimmed.Status.Conditions, c)
 	}
 	return trimmed, nil
 }
+
+// ReadAnnotations are the node annotations decisions read; the node cache keeps no other
+// (TrimNode). docs/architecture.md's trust table says who can write each and what is done with it.
+var ReadAnnotations = []string{
+	remediationv1alpha1.RemediationRequestAnnotation,
+	remediationv1alpha1.RemediationRequestHandledAnnotation,
+	remediationv1alpha1.RepairBudgetResetAnnotation,
+	remediationv1alpha1.ManuallyConfirmedHealthyAnnotation,
+	remediationv1alpha1.MachineConfigCurrentAnnotation,
+	remediationv1alpha1.MachineConfigDesiredAnnotation,
+	machines.OpenShiftMachineAnnotation,
+	machines.ClusterAPIMachineAnnotation,
+	machines.ClusterAPINamespaceAnnotation,
+	machines.ClusterAPIClusterNameAnnotation,
+}
+
+// maxConditionType is the longest condition type an unhealthy condition may name (the CRD's bound
+// on unhealthyConditions[].type: a qualified name); maxReason bounds a condition's reason, which
+// decisions do not read (events and explain may show it).
+const (
+	maxConditionType = 316
+	maxReason        = 128
+)

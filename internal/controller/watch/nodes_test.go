@@ -1,6 +1,9 @@
 package watch
 
 import (
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
@@ -71,12 +76,13 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	trimmed := out.(*corev1.Node)
-	if trimmed.Labels["a"] != "b" || trimmed.Annotations["x"] != "y" || len(trimmed.Status.Conditions) != 1 ||
+	if trimmed.Labels["a"] != "b" || len(trimmed.Status.Conditions) != 1 ||
 		trimmed.Status.Conditions[0].Status != corev1.ConditionTrue || trimmed.Status.Conditions[0].LastTransitionTime.IsZero() ||
 		trimmed.Status.NodeInfo.KubeletVersion != "v1.37.2" {
 		t.Errorf("lost what decisions read: %+v", trimmed)
 	}
-	if trimmed.ManagedFields != nil || trimmed.Spec.Taints != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" {
+	if trimmed.ManagedFields != nil || trimmed.Spec.Taints != nil || trimmed.Status.Images != nil || trimmed.Status.NodeInfo.OSImage != "" || trimmed.Status.Conditions[0].Message != "" ||
+		trimmed.Annotations != nil {
 		t.Errorf("kept what decisions do not read: %+v", trimmed)
 	}
 
@@ -93,5 +99,45 @@ func TestTrimNodeKeepsWhatDecisionsRead(t *testing.T) {
 	old.Spec.Taints = nil
 	if !NodeChangePredicate().Update(event.UpdateEvent{ObjectOld: old, ObjectNew: tainted}) {
 		t.Error("a removal taint added must pass")
+	}
+}
+
+// TestTrimNodeBoundsWhatANodeWrites: of what a node can write itself, the cache keeps the
+// annotations decisions read, each bounded, a condition's reason cut, and no condition no rule can
+// name; a bounded value still changes when the node's does.
+func TestTrimNodeBoundsWhatANodeWrites(t *testing.T) {
+	n := testNode()
+	huge := strings.Repeat("9", 200<<10)
+	n.Annotations = map[string]string{
+		remediationv1alpha1.RemediationRequestAnnotation:      huge,
+		remediationv1alpha1.ManuallyConfirmedHealthyAnnotation: "",
+		remediationv1alpha1.RepairBudgetResetAnnotation:        "2026-01-01T00:00:00Z",
+		"example.com/anything":                                 strings.Repeat("x", 50<<10),
+	}
+	n.Status.Conditions = append(n.Status.Conditions,
+		corev1.NodeCondition{Type: corev1.NodeConditionType(strings.Repeat("T", 400)), Status: corev1.ConditionTrue},
+		corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: strings.Repeat("r", 10<<10)})
+	out, _ := TrimNode(n)
+	trimmed := out.(*corev1.Node)
+	if len(trimmed.Annotations) != 3 {
+		t.Fatalf("annotations kept: %v", slices.Collect(maps.Keys(trimmed.Annotations)))
+	}
+	v := trimmed.Annotations[remediationv1alpha1.RemediationRequestAnnotation]
+	if length, bounded := nodeinput.WasBounded(v); !bounded || length != len(huge) || len(v) > nodeinput.MaxValueLen {
+		t.Errorf("a huge value kept as %d bytes: %.80s", len(v), v)
+	}
+	if _, ok := trimmed.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]; !ok ||
+		trimmed.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation] != "2026-01-01T00:00:00Z" {
+		t.Errorf("short values lost: %v", trimmed.Annotations)
+	}
+	if len(trimmed.Status.Conditions) != 2 || trimmed.Status.Conditions[1].Type != "KernelDeadlock" || len(trimmed.Status.Conditions[1].Reason) != maxReason {
+		t.Errorf("conditions kept: %d, the last %q with a reason of %d bytes", len(trimmed.Status.Conditions), trimmed.Status.Conditions[len(trimmed.Status.Conditions)-1].Type,
+			len(trimmed.Status.Conditions[len(trimmed.Status.Conditions)-1].Reason))
+	}
+	changed := n.DeepCopy()
+	changed.Annotations[remediationv1alpha1.RemediationRequestAnnotation] = huge[:len(huge)-1] + "8"
+	out2, _ := TrimNode(changed)
+	if out2.(*corev1.Node).Annotations[remediationv1alpha1.RemediationRequestAnnotation] == v {
+		t.Error("a changed huge value looks unchanged in the cache")
 	}
 }
