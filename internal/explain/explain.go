@@ -28,6 +28,7 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/clusterapi"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
 	"github.com/medik8s/node-healthcheck/internal/outcome"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -374,18 +375,31 @@ func outcomeCounts(record []remediationv1alpha1.NodeRemediationOutcomes) string 
 // decision counts), ignored and why, or answered.
 func explainRequest(p *printer, s *targets.Snapshot, node *corev1.Node, requested time.Time) {
 	value, ok := node.Annotations[remediationv1alpha1.RemediationRequestAnnotation]
-	switch ignored, isIgnored := s.IgnoredRequests()[node.Name]; {
+	handled, hasHandled := node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation]
+	refusedHandled, handledRefused := s.RefusedInput(node.Name, remediationv1alpha1.RemediationRequestHandledAnnotation)
+	switch ignored, isIgnored := s.RefusedInput(node.Name, remediationv1alpha1.RemediationRequestAnnotation); {
 	case !ok:
 	case !requested.IsZero():
 		p.line(1, "remediation request: at %s; the node counts as unhealthy until a remediation answers it", stamp(requested))
 	case isIgnored:
-		p.line(1, "remediation request: %q ignored: %s", ignored.Value, ignored.Why)
-	case node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation] == "":
-		p.line(1, "remediation request: %s, answered by the running remediation", value)
+		p.line(1, "remediation request: %s ignored: %s", ignored.Value, ignored.Why)
+	case !hasHandled || handledRefused:
+		p.line(1, "remediation request: %s, answered by the running remediation, or waiting for its time", shownTime(value))
 	default:
-		p.line(1, "remediation request: %s, answered (%s=%s)", value, remediationv1alpha1.RemediationRequestHandledAnnotation,
-			node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation])
+		p.line(1, "remediation request: %s, answered (%s=%s)", shownTime(value), remediationv1alpha1.RemediationRequestHandledAnnotation, shownTime(handled))
 	}
+	if handledRefused {
+		p.line(1, "annotation %s=%s %s and is ignored", remediationv1alpha1.RemediationRequestHandledAnnotation, refusedHandled.Value, refusedHandled.Why)
+	}
+}
+
+// shownTime shows a time a node's annotation holds as it is, and any other value quoted and cut
+// (nodeinput.Quote): whoever may patch the node wrote it.
+func shownTime(v string) string {
+	if _, err := nodeinput.Time(v); err == nil {
+		return v
+	}
+	return nodeinput.Quote(v)
 }
 
 // blockers lists what keeps new remediations of the node from starting, besides the decision's own
@@ -519,8 +533,12 @@ func NHC(ctx context.Context, userClient client.Client, name string, o Options, 
 		}
 		explainCRs(&printer{w: w, indent: 1}, s, nd.Name)
 	}
-	for node, ignored := range s.IgnoredRequests() {
-		p.line(1, "node %s: remediation request %q ignored: %s", node, ignored.Value, ignored.Why)
+	for _, refused := range s.RefusedInputs() {
+		if refused.Annotation == remediationv1alpha1.RemediationRequestAnnotation {
+			p.line(1, "node %s: remediation request %s ignored: %s", refused.Node, refused.Value, refused.Why)
+		} else {
+			p.line(1, "node %s: annotation %s=%s %s and is ignored", refused.Node, refused.Annotation, refused.Value, refused.Why)
+		}
 	}
 	for _, orphan := range s.Orphans {
 		p.line(1, "node %s: no longer selected; its CRs are removed", orphan)

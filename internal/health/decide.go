@@ -79,9 +79,9 @@ type Node struct {
 	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
 	EtcdGuard string
 	// Requested is the time of the node's pending remediation request (spec.allowRemediationRequests:
-	// the node's request annotation, not answered yet and not expired); zero: none. A node without a
-	// remediation counts as unhealthy since then (a time in the future counts as now), and goes first
-	// in the maxInFlight queue.
+	// the node's request annotation, not answered yet, not expired, not dated after now); zero: none.
+	// A node without a remediation counts as unhealthy since then, for its own remediation only
+	// (NodeHealth.ByRequest).
 	Requested time.Time
 	// RunningRequest is the time of the request the node's running remediation answers (its CRs carry
 	// it); zero: none. Until the remediation is answered (requestAnswered), the node counts as
@@ -150,6 +150,10 @@ const (
 	// SkipBeingRemoved: the node is being removed (the cluster autoscaler, Karpenter, the cloud
 	// provider) and spec.skipNodesBeingRemoved is set.
 	SkipBeingRemoved SkipReason = "NodeBeingRemoved"
+	// SkipRequestThreshold: the node is unhealthy only for its remediation request (counted healthy),
+	// and starting it would leave fewer healthy nodes than the threshold requires; it waits. A
+	// node's own rule: running remediations still escalate.
+	SkipRequestThreshold SkipReason = "RequestHeldByThreshold"
 	// SkipFailureDomain: in the node's failure domain (spec.failureDomain) more selected nodes than
 	// its bound are unhealthy or about to be; no new remediation starts there.
 	SkipFailureDomain SkipReason = "FailureDomainUnhealthy"
@@ -383,7 +387,9 @@ func Decide(in Input) Decision {
 		// MachineHealthCheck's: counted healthy, as the public operator counts it, and never
 		// remediated here (its own CRs, if it had some before, continue).
 		leftToMHC := h.State == Unhealthy && !n.Remediating && n.LeftToMachineHealthCheck
-		if (h.State == Healthy || leftToMHC) && !n.Remediating {
+		// A node unhealthy only for its pending request counts by its conditions: healthy
+		// (ByRequest).
+		if (h.State == Healthy || leftToMHC || h.ByRequest) && !n.Remediating {
 			d.Healthy++
 			if at, ok := cameBack(in, n); ok && h.State == Healthy {
 				returned = append(returned, at)
@@ -518,27 +524,52 @@ func Decide(in Input) Decision {
 			nd.Step = first
 		}
 	}
+	limitRequests(&d, skip)
 	if in.MaxInFlight != nil {
 		limitInFlight(in, &d, skip)
 	}
 	return d
 }
 
+// limitRequests lets the starts of nodes unhealthy only for their remediation request
+// (NodeHealth.ByRequest, counted healthy) take the threshold's headroom, in the order of their
+// requests: each start leaves one healthy node fewer, and none may leave fewer than MinHealthy. The
+// nodes that are really down were counted unhealthy already; their starts take nothing.
+func limitRequests(d *Decision, skip func(*NodeDecision, SkipReason, string)) {
+	var requests []*NodeDecision
+	for i := range d.Nodes {
+		if nd := &d.Nodes[i]; nd.Action == StartRemediation && nd.Health.ByRequest {
+			requests = append(requests, nd)
+		}
+	}
+	slices.SortStableFunc(requests, func(a, b *NodeDecision) int { return a.Health.Requested.Compare(b.Health.Requested) })
+	headroom := d.Healthy - d.MinHealthy
+	for _, nd := range requests {
+		if headroom <= 0 {
+			skip(nd, SkipRequestThreshold, fmt.Sprintf("%d of %d selected nodes are healthy, %d required: remediating node %s for its request would leave fewer; it waits",
+				d.Healthy, d.Observed, d.MinHealthy, nd.Name))
+			nd.Step = nil
+			continue
+		}
+		headroom--
+	}
+}
+
 // failureDomainsHeld returns, for each failure domain where more selected nodes than the bound are
-// unhealthy or about to be (under remediation or not), why no new remediation starts there. An
-// invalid bound holds every domain.
+// unhealthy or about to be (under remediation or not; a node unhealthy only for its remediation
+// request does not count), why no new remediation starts there. An invalid bound holds every domain.
 func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 	if in.FailureDomain == nil {
 		return nil
 	}
 	size, failing := map[string]int{}, map[string]int{}
-	state := map[string]State{}
+	state := map[string]NodeHealth{}
 	for _, nd := range decisions {
-		state[nd.Name] = nd.Health.State
+		state[nd.Name] = nd.Health
 	}
 	for _, n := range in.Nodes {
 		size[n.Domain]++
-		if s, listed := state[n.Name]; listed && s != Healthy {
+		if h, listed := state[n.Name]; listed && h.State != Healthy && !h.ByRequest {
 			failing[n.Domain]++
 		}
 	}
@@ -562,10 +593,11 @@ func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 }
 
 // limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already
-// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go:
-// requested nodes first (by the time of their request), then in the order their nodes became
-// unhealthy (then by name); the others wait. An invalid limit
-// starts nothing.
+// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go,
+// and the others wait. Nodes that are really down go first, in the order they
+// became unhealthy, then nodes unhealthy only for their remediation request, in the order of their
+// requests (a node can write its own request: requests never take a slot ahead of a failure); then
+// by name. An invalid limit starts nothing.
 func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, string)) {
 	limit, err := InFlightLimit(len(in.Nodes), in.MaxInFlight)
 	running := 0
@@ -579,15 +611,12 @@ func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, s
 		}
 	}
 	slices.SortStableFunc(starts, func(a, b *NodeDecision) int {
-		// Requested nodes first, in the order of their requests.
-		if ar, br := !a.Health.Requested.IsZero(), !b.Health.Requested.IsZero(); ar != br {
-			if ar {
+		// Nodes that are really down first; then those unhealthy only for their request.
+		if a.Health.ByRequest != b.Health.ByRequest {
+			if b.Health.ByRequest {
 				return -1
 			}
 			return 1
-		}
-		if c := a.Health.Requested.Compare(b.Health.Requested); c != 0 {
-			return c
 		}
 		if c := a.Health.UnhealthySince.Compare(b.Health.UnhealthySince); c != 0 {
 			return c

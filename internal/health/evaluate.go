@@ -54,6 +54,12 @@ type NodeHealth struct {
 	// verdict notes: the node is unhealthy for it, or unhealthy anyway with a request pending; zero
 	// when no request applies.
 	Requested time.Time
+	// ByRequest is set when the node is unhealthy only for its pending remediation request: its
+	// conditions find it healthy and no remediation runs yet. Whoever may patch the Node can write the
+	// request (its own kubelet too), so such a node counts as healthy for the threshold, storm
+	// recovery and its failure domain, starts only within the threshold's headroom, and waits behind
+	// nodes that are really down under maxInFlight: a request moves no decision about another node.
+	ByRequest bool
 }
 
 // EvaluateNode applies the unhealthy conditions (a logical OR) to the node's conditions at now. A

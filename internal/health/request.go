@@ -19,8 +19,12 @@ import (
 //   - a node whose running remediation answers a request (Node.RunningRequest) stays unhealthy
 //     until the remediation is answered (requestAnswered), so that its CR is not removed as
 //     "recovered" at once, before its remediator acted;
-//   - a node unhealthy by its conditions keeps that verdict, noting the request (it goes first in
-//     the maxInFlight queue).
+//   - a node unhealthy by its conditions keeps that verdict, noting the request.
+//
+// A pending request of a node whose conditions find it healthy is ByRequest: the node counts as
+// healthy where a decision weighs other nodes (threshold, storm, failure domain) and waits behind
+// nodes that are really down, since the node itself can write the request; its own start takes the
+// threshold's headroom (limitRequests). Once its remediation runs, it counts as any remediation does.
 func requestedHealth(in Input, n Node, h NodeHealth) NodeHealth {
 	at := n.Requested
 	if n.Remediating {
@@ -37,13 +41,13 @@ func requestedHealth(in Input, n Node, h NodeHealth) NodeHealth {
 	}
 	since := at
 	if since.After(in.Now) {
-		since = in.Now // a request dated in the future counts from now
+		since = in.Now // the gatherer passes no request dated ahead; were one, it counts from now
 	}
 	reason := fmt.Sprintf("remediation requested at %s (annotation %s)", at.UTC().Format(time.RFC3339), remediationv1alpha1.RemediationRequestAnnotation)
 	if n.Remediating {
 		reason += "; its remediator has not reported yet"
 	}
-	return NodeHealth{State: Unhealthy, UnhealthySince: since, Reason: reason, Requested: at}
+	return NodeHealth{State: Unhealthy, UnhealthySince: since, Reason: reason, Requested: at, ByRequest: h.State == Healthy && !n.Remediating}
 }
 
 // requestAnswered reports whether a running remediation that answers a request is over as far as

@@ -50,8 +50,14 @@ func TestRemediationRequests(t *testing.T) {
 			want: map[string]Action{"r": StartRemediation}},
 		{name: "three of four healthy, three required: the request starts", nodes: pool(requested("r", time.Minute)), min: &three,
 			want: map[string]Action{"r": StartRemediation}},
-		{name: "a request counts as unhealthy for minHealthy", nodes: pool(requested("r", time.Minute)), min: &four,
-			want: map[string]Action{"r": Skip}, reason: SkipThreshold},
+		{name: "a request starts only within the threshold's headroom", nodes: pool(requested("r", time.Minute)), min: &four,
+			want: map[string]Action{"r": Skip}, reason: SkipRequestThreshold},
+		{name: "requests take the headroom in their order", nodes: pool(requested("r", time.Minute), requested("s", 2*time.Minute)), min: &four,
+			want: map[string]Action{"s": StartRemediation, "r": Skip}, reason: SkipRequestThreshold},
+		{name: "a request does not count as unhealthy: a failure still starts", nodes: pool(requested("r", time.Minute), node("f", false, ready(corev1.ConditionUnknown, time.Hour))),
+			min: &three, want: map[string]Action{"f": StartRemediation, "r": StartRemediation}},
+		{name: "a request does not hold a failure back at the threshold", nodes: pool(requested("r", time.Minute), node("f", false, ready(corev1.ConditionUnknown, time.Hour))),
+			min: &four, want: map[string]Action{"f": StartRemediation, "r": Skip}, reason: SkipRequestThreshold},
 		{name: "a pause holds a request", nodes: pool(requested("r", time.Minute)), blockers: []Blocker{{Reason: SkipPaused, Message: "paused"}},
 			want: map[string]Action{"r": Skip}, reason: SkipPaused},
 		{name: "a request dated in the future counts from now", nodes: pool(requested("r", -time.Hour)),
@@ -137,28 +143,45 @@ func TestRequestedRemediationEndsWhenTheNodeChanges(t *testing.T) {
 	}
 }
 
-// TestRequestsGoFirstInFlight: under spec.maxInFlight a requested node starts before nodes that
-// became unhealthy earlier, requests in their order.
-func TestRequestsGoFirstInFlight(t *testing.T) {
+// TestRequestsWaitBehindFailuresInFlight: under spec.maxInFlight a node that is really down starts
+// before requested nodes (a node can write its own request), which go in the order of their requests.
+func TestRequestsWaitBehindFailuresInFlight(t *testing.T) {
 	one, minHealthy := intstr.FromInt32(1), intstr.FromInt32(1)
-	sick := node("a-sick", false, ready(corev1.ConditionUnknown, time.Hour))
+	sick := node("z-sick", false, ready(corev1.ConditionUnknown, 10*time.Minute)) // unhealthy 5 minutes ago
 	later := node("b-requested-later", false, ready(corev1.ConditionTrue, time.Hour))
 	later.Requested = now.Add(-time.Minute)
 	first := node("c-requested-first", false, ready(corev1.ConditionTrue, time.Hour))
-	first.Requested = now.Add(-2 * time.Minute)
-	nodes := []Node{sick, later, first}
-	for i := range 5 {
-		nodes = append(nodes, node(string(rune('h'+i)), false, ready(corev1.ConditionTrue, time.Hour)))
-	}
-	d := Decide(Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, MaxInFlight: &one, Steps: simulatedSteps})
-	checkDecision(t, d, nodes, now)
-	if got := d.Started(); !slices.Equal(got, []string{"c-requested-first"}) {
-		t.Fatalf("started %v, want the first request", got)
-	}
-	for _, name := range []string{"a-sick", "b-requested-later"} {
-		if nd, _ := findDecision(d, name); nd.SkipReason != SkipInFlight {
-			t.Fatalf("%s: %v %s", name, nd.Action, nd.SkipReason)
+	first.Requested = now.Add(-2 * time.Hour)
+	healthy := func() []Node {
+		var out []Node
+		for i := range 5 {
+			out = append(out, node(string(rune('h'+i)), false, ready(corev1.ConditionTrue, time.Hour)))
 		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []Node
+		started string
+		waiting []string
+	}{
+		{name: "a failure first, however late", nodes: append([]Node{sick, later, first}, healthy()...), started: "z-sick",
+			waiting: []string{"b-requested-later", "c-requested-first"}},
+		{name: "requests in their order", nodes: append([]Node{later, first}, healthy()...), started: "c-requested-first",
+			waiting: []string{"b-requested-later"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := Decide(Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, MaxInFlight: &one, Steps: simulatedSteps})
+			checkDecision(t, d, tc.nodes, now)
+			if got := d.Started(); !slices.Equal(got, []string{tc.started}) {
+				t.Fatalf("started %v, want %s", got, tc.started)
+			}
+			for _, name := range tc.waiting {
+				if nd, _ := findDecision(d, name); nd.SkipReason != SkipInFlight {
+					t.Fatalf("%s: %v %s", name, nd.Action, nd.SkipReason)
+				}
+			}
+		})
 	}
 }
 

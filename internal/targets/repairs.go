@@ -8,6 +8,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 )
 
 // The repair budget (spec.repairBudget) counts when each node's remediations started. A start is
@@ -67,26 +68,32 @@ func (s *Snapshot) repairStarts(n *corev1.Node) (real, simulated []time.Time) {
 }
 
 // repairReset returns the time in the node's repair-budget-reset annotation: starts up to it are not
-// counted. A value that is not an RFC 3339 time is ignored and reported (InvalidRepairBudgetResets).
+// counted. Whoever may patch the Node can write it (its kubelet too, NodeRestriction does not limit
+// annotations): it is parsed once and bounded. A value that is not an RFC 3339 time is refused, and
+// so is one dated after now beyond the skew bound (it would turn the budget off until that date);
+// one dated a moment ahead, within the bound, takes effect at its time. Refusals are reported
+// (RefusedInputs).
 func (s *Snapshot) repairReset(n *corev1.Node) (time.Time, bool) {
 	v, ok := n.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation]
 	if !ok {
 		return time.Time{}, false
 	}
-	reset, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		if s.invalidResets == nil {
-			s.invalidResets = map[string]string{}
-		}
-		s.invalidResets[n.Name] = v
+	reset, err := nodeinput.Time(v)
+	switch {
+	case err != nil:
+		s.refuse(n.Name, remediationv1alpha1.RepairBudgetResetAnnotation, v, RefusedNotATime, "is %v (for example %s)", err, s.Now.UTC().Format(time.RFC3339))
+		return time.Time{}, false
+	case reset.After(s.Now.Add(s.FutureBound())):
+		s.refuse(n.Name, remediationv1alpha1.RepairBudgetResetAnnotation, v, RefusedFuture,
+			"is dated %s, more than %s (the clock-skew bound) after the operator's time %s (a reset dated ahead would turn the budget off until then)",
+			reset.UTC().Format(time.RFC3339), s.FutureBound(), s.Now.UTC().Format(time.RFC3339))
+		return time.Time{}, false
+	case reset.After(s.Now):
+		s.inputDue = health.Earliest(s.inputDue, reset)
 		return time.Time{}, false
 	}
 	return reset, true
 }
-
-// InvalidRepairBudgetResets returns, by node, the values of repair-budget-reset annotations that
-// are not RFC 3339 times (ignored by the budget), for the selected nodes a repair budget counts.
-func (s *Snapshot) InvalidRepairBudgetResets() map[string]string { return s.invalidResets }
 
 // runningSince returns when the node's running remediation started: its oldest CR's creation
 // (zero: none).

@@ -25,18 +25,28 @@ func TestRemediationRequest(t *testing.T) {
 		crRequested string // on w1's CR; "" : no CR
 		pending     bool
 		running     bool
+		due         bool // waits for its time, a moment ahead
 		ignored     string
+		rule        string
+		refused     string // a refused handled record's reason
 	}{
 		{name: "none", allow: true},
 		{name: "pending", allow: true, request: at(time.Minute), pending: true},
-		{name: "in the future: pending", allow: true, request: at(-time.Hour), pending: true},
-		{name: "not allowed", request: at(time.Minute), ignored: "does not set spec.allowRemediationRequests"},
-		{name: "dry run", allow: true, dryRun: true, request: at(time.Minute), ignored: "dry run"},
-		{name: "not a time", allow: true, request: "now", ignored: "not an RFC 3339 time"},
+		{name: "a moment ahead, within the skew bound: waits for its time", allow: true, request: at(-5 * time.Second), due: true},
+		{name: "in the future beyond the skew bound: refused", allow: true, request: at(-time.Hour), rule: RefusedFuture,
+			ignored: "more than 10s (the clock-skew bound) after the operator's time"},
+		{name: "not allowed", request: at(time.Minute), rule: RefusedNotAllowed, ignored: "does not set spec.allowRemediationRequests"},
+		{name: "not allowed: not even parsed", request: "now", rule: RefusedNotAllowed, ignored: "does not set spec.allowRemediationRequests"},
+		{name: "dry run", allow: true, dryRun: true, request: at(time.Minute), rule: RefusedDryRun, ignored: "dry run"},
+		{name: "not a time", allow: true, request: "now", rule: RefusedNotATime, ignored: "not an RFC 3339 time"},
+		{name: "too long to be a time", allow: true, request: strings.Repeat("2", 100), rule: RefusedNotATime, ignored: "too long for an RFC 3339 time"},
 		{name: "answered: the handled annotation", allow: true, request: at(time.Hour), handled: at(time.Hour)},
 		{name: "answered by the running remediation", allow: true, request: at(time.Hour), crRequested: at(time.Hour), running: true},
 		{name: "a newer request than the handled one", allow: true, request: at(time.Minute), handled: at(time.Hour), pending: true},
-		{name: "expired", allow: true, request: at(25 * time.Hour), ignored: "older than 24h0m0s"},
+		{name: "a forged handled record in the future answers nothing, and is refused", allow: true, request: at(time.Minute), handled: at(-24 * time.Hour),
+			pending: true, refused: "the record is forged"},
+		{name: "a handled record that is no time answers nothing", allow: true, request: at(time.Minute), handled: "yes", pending: true, refused: "not an RFC 3339 time"},
+		{name: "expired", allow: true, request: at(25 * time.Hour), rule: RefusedExpired, ignored: "older than 24h0m0s"},
 		{name: "expired but answered: nothing to say", allow: true, request: at(25 * time.Hour), handled: at(25 * time.Hour)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,9 +75,19 @@ func TestRemediationRequest(t *testing.T) {
 			if got := !n.RunningRequest.IsZero(); got != tc.running {
 				t.Errorf("running %v, want %v", got, tc.running)
 			}
-			ignored := s.IgnoredRequests()["w1"]
-			if (tc.ignored == "") != (ignored.Why == "") || !strings.Contains(ignored.Why, tc.ignored) {
-				t.Errorf("ignored %+v, want %q", ignored, tc.ignored)
+			if got := !s.inputDue.IsZero(); got != tc.due {
+				t.Errorf("due %v (%v), want %v", got, s.inputDue, tc.due)
+			}
+			ignored, _ := s.RefusedInput("w1", remediationv1alpha1.RemediationRequestAnnotation)
+			if (tc.ignored == "") != (ignored.Why == "") || !strings.Contains(ignored.Why, tc.ignored) || ignored.Rule != tc.rule {
+				t.Errorf("ignored %+v, want %q (%s)", ignored, tc.ignored, tc.rule)
+			}
+			if len(ignored.Value) > 80 {
+				t.Errorf("the refusal quotes %d bytes of the value: %s", len(ignored.Value), ignored.Value)
+			}
+			refused, _ := s.RefusedInput("w1", remediationv1alpha1.RemediationRequestHandledAnnotation)
+			if (tc.refused == "") != (refused.Why == "") || !strings.Contains(refused.Why, tc.refused) {
+				t.Errorf("handled record refused %+v, want %q", refused, tc.refused)
 			}
 		})
 	}
@@ -76,7 +96,7 @@ func TestRemediationRequest(t *testing.T) {
 // TestAnsweredRequest: what the handled annotation must say before a remediation's CRs go.
 func TestAnsweredRequest(t *testing.T) {
 	at := func(ago time.Duration) string { return assembleNow.Add(-ago).UTC().Format(time.RFC3339) }
-	r := testReading(t, nil)
+	r := testReading(t, func(r *reading) { r.nhc.Spec.AllowRemediationRequests = true })
 	cr := testCR(t, r.stored, "w1")
 	annotate(&cr, remediationv1alpha1.RemediationRequestedAtAnnotation, at(time.Hour))
 	node := func(annotations map[string]string) *corev1.Node {
@@ -100,13 +120,18 @@ func TestAnsweredRequest(t *testing.T) {
 			node: node(map[string]string{remediationv1alpha1.RemediationRequestAnnotation: at(-time.Minute)}), crs: true, want: at(time.Hour), write: true},
 		{name: "a remediation found by conditions answers the request made meanwhile",
 			node: node(map[string]string{remediationv1alpha1.RemediationRequestAnnotation: at(time.Minute)}), want: at(time.Minute), write: true},
+		{name: "a forged record dated ahead is overwritten with the answer",
+			node: node(map[string]string{remediationv1alpha1.RemediationRequestHandledAnnotation: at(-24 * time.Hour)}), crs: true, want: at(time.Hour), write: true},
+		{name: "a record within the skew bound ahead stands",
+			node: node(map[string]string{remediationv1alpha1.RemediationRequestHandledAnnotation: at(-5 * time.Second)}), crs: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var crs []unstructured.Unstructured
 			if tc.crs {
 				crs = append(crs, cr)
 			}
-			got, write := AnsweredRequest(tc.node, crs, assembleNow)
+			s, _ := assemble(r, Acting, 0)
+			got, write := s.AnsweredRequest(tc.node, crs)
 			if got != tc.want || write != tc.write {
 				t.Errorf("%q, %v; want %q, %v", got, write, tc.want, tc.write)
 			}

@@ -147,11 +147,12 @@ type Snapshot struct {
 	// covers (they are left to it).
 	CoveredBy map[string]int
 	// realRepairs and simulatedRepairs are the remediation starts the repair budget counts, by node
-	// (repairStarts); invalidResets the repair-budget-reset values that are not times, by node.
+	// (repairStarts).
 	realRepairs, simulatedRepairs map[string][]time.Time
-	invalidResets                 map[string]string
-	// ignoredRequests are the remediation requests the decision does not act on, by node (request).
-	ignoredRequests map[string]IgnoredRequest
+	// refused are the values the selected nodes wrote that the decision does not act on
+	// (RefusedInputs); inputDue is when the first of those dated a moment ahead takes effect.
+	refused  []RefusedInput
+	inputDue time.Time
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured
@@ -408,7 +409,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		if spec.SkipNodesBeingRemoved {
 			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)
 		}
-		hn.Requested, hn.RunningRequest = s.request(n)
+		var due time.Time
+		hn.Requested, hn.RunningRequest, due = s.request(n)
+		s.inputDue = health.Earliest(s.inputDue, due)
 		if !hn.RunningRequest.IsZero() {
 			hn.RequestBaseline = BaselineOf(s.CRs[n.Name])
 		}
@@ -500,9 +503,10 @@ func (s *Snapshot) SelectedNode(name string) (*corev1.Node, bool) {
 
 // Next is the earliest time the snapshot's decision changes on its own: a node's condition
 // duration, a running step's timeout (a dry-run NodeHealthCheck's simulated one too), a healthy
-// delay, a storm cooldown, a hold's end or the maximum upgrade pause; zero when nothing is pending.
+// delay, a storm cooldown, a hold's end, the maximum upgrade pause or a node's request or budget reset
+// dated a moment ahead; zero when nothing is pending.
 func (s *Snapshot) Next() time.Time {
-	return health.Earliest(s.Decision.Next, s.Upgrade.Expires)
+	return health.Earliest(health.Earliest(s.Decision.Next, s.Upgrade.Expires), s.inputDue)
 }
 
 // stepCRs returns the node's remediation CRs as escalation sees them: its CRs of this

@@ -104,9 +104,8 @@ type Reconciler struct {
 	watcher *watch.Dynamic
 	targets *targets.Gatherer
 	metrics metricsState
-	// invalidLabels remembers nodes already warned about an empty exclusion label or an invalid
-	// repair-budget-reset annotation.
-	invalidLabels sync.Map
+	// reports remembers what was reported about each selected node's own inputs (reportNodeInputs).
+	reports nodeReports
 	// starting remembers, per NodeHealthCheck, since when (real time) each node whose remediation
 	// starts has been waiting for its first CR (awaitStarts).
 	startingMu sync.Mutex
@@ -232,9 +231,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.warnEmptyExclusionLabels(snap)
-	r.warnInvalidResets(snap)
-	r.reportRequests(snap)
+	r.reportNodeInputs(snap)
 	next := snap.Next()
 	if wait := r.awaitStarts(snap); wait > 0 {
 		// The CR's event brings this NodeHealthCheck back sooner.
@@ -444,6 +441,7 @@ func (r *Reconciler) awaitStarts(snap *targets.Snapshot) time.Duration {
 
 // forget drops what is kept in memory about a deleted NodeHealthCheck.
 func (r *Reconciler) forget(name string) {
+	r.reports.forget(name)
 	r.startingMu.Lock()
 	delete(r.starting, name)
 	r.startingMu.Unlock()
@@ -527,75 +525,6 @@ func (r *Reconciler) nhcsReferencing(ctx context.Context, template client.Object
 // nhcRequests enqueues the NodeHealthChecks that match.
 func (r *Reconciler) nhcRequests(ctx context.Context, match func(*remediationv1alpha1.NodeHealthCheck) bool) []reconcile.Request {
 	return watch.NHCRequests(ctx, r, match)
-}
-
-// warnInvalidResets warns, once per node, value and NodeHealthCheck, about a repair-budget-reset
-// annotation whose value is not an RFC 3339 time: the budget ignores it, so the administrator who
-// meant to give the node its budget back must learn that it did not.
-func (r *Reconciler) warnInvalidResets(snap *targets.Snapshot) {
-	for node, value := range snap.InvalidRepairBudgetResets() {
-		key := "reset/" + node + "/" + snap.Stored.Name + "/" + value
-		if _, seen := r.invalidLabels.LoadOrStore(key, true); seen || r.Recorder == nil {
-			continue
-		}
-		n, ok := snap.SelectedNode(node)
-		if !ok {
-			continue
-		}
-		r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeAnnotation, "Validate",
-			"Annotation %s=%q is not an RFC 3339 time (for example %s) and is ignored: NodeHealthCheck %s's repair budget still counts the node's earlier remediations",
-			remediationv1alpha1.RepairBudgetResetAnnotation, value, snap.Now.UTC().Format(time.RFC3339), snap.Stored.Name)
-	}
-}
-
-// reportRequests says, once per node, request and NodeHealthCheck, that a remediation request is
-// seen (the node counts as unhealthy until it is answered) or why it is ignored: the administrator
-// who asked learns that the NodeHealthCheck heard, or that it did not and why.
-func (r *Reconciler) reportRequests(snap *targets.Snapshot) {
-	if r.Recorder == nil {
-		return
-	}
-	for _, in := range snap.Input.Nodes {
-		if in.Requested.IsZero() {
-			continue
-		}
-		value := in.Requested.UTC().Format(time.RFC3339)
-		if _, seen := r.invalidLabels.LoadOrStore("request/"+in.Name+"/"+snap.Stored.Name+"/"+value, true); seen {
-			continue
-		}
-		if n, ok := snap.SelectedNode(in.Name); ok {
-			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRequested, "Request",
-				"Remediation of node %s requested at %s (annotation %s): NodeHealthCheck %s counts it as unhealthy and remediates it when no rule holds it back (see status.unhealthyNodes)",
-				in.Name, value, remediationv1alpha1.RemediationRequestAnnotation, snap.Stored.Name)
-		}
-	}
-	for node, ignored := range snap.IgnoredRequests() {
-		if _, seen := r.invalidLabels.LoadOrStore("request/"+node+"/"+snap.Stored.Name+"/"+ignored.Value+"/"+ignored.Why, true); seen {
-			continue
-		}
-		if n, ok := snap.SelectedNode(node); ok {
-			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationRequestIgnored, "Request",
-				"Remediation request %s=%q of node %s is ignored: %s", remediationv1alpha1.RemediationRequestAnnotation, ignored.Value, node, ignored.Why)
-		}
-	}
-}
-
-// warnEmptyExclusionLabels warns, once per node and NodeHealthCheck, about an exclude-from-remediation
-// label with an empty value: a likely mistake (kubectl label node x key=), which does not exclude
-// the node.
-func (r *Reconciler) warnEmptyExclusionLabels(snap *targets.Snapshot) {
-	for _, n := range snap.Nodes {
-		value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]
-		key := n.Name + "/" + snap.Stored.Name
-		if !ok || value != "" {
-			r.invalidLabels.Delete(key)
-			continue
-		}
-		if _, seen := r.invalidLabels.LoadOrStore(key, true); !seen && r.Recorder != nil {
-			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeLabel, "Validate",
-				"Label %s has an empty value and is ignored; set it to \"true\" to exclude the node from remediation", remediationv1alpha1.ExcludeFromRemediationLabel)
-		}
-	}
 }
 
 func unhealthySince(d health.Decision) map[string]time.Time {

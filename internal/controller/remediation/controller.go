@@ -693,6 +693,9 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 		return err
 	}
 	if !requested.IsZero() {
+		if requested.After(snap.Now) {
+			requested = snap.Now // never record a time later than the operator's (the decision passes none)
+		}
 		annotations := cr.GetAnnotations()
 		if annotations == nil {
 			annotations = map[string]string{}
@@ -747,7 +750,7 @@ func (r *Reconciler) answerRequests(ctx context.Context, snap *targets.Snapshot,
 	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	value, write := targets.AnsweredRequest(node, crs, snap.Now)
+	value, write := snap.AnsweredRequest(node, crs)
 	if !write {
 		return nil
 	}

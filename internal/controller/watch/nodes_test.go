@@ -109,7 +109,7 @@ func TestTrimNodeBoundsWhatANodeWrites(t *testing.T) {
 	n := testNode()
 	huge := strings.Repeat("9", 200<<10)
 	n.Annotations = map[string]string{
-		remediationv1alpha1.RemediationRequestAnnotation:      huge,
+		remediationv1alpha1.RemediationRequestAnnotation:       huge,
 		remediationv1alpha1.ManuallyConfirmedHealthyAnnotation: "",
 		remediationv1alpha1.RepairBudgetResetAnnotation:        "2026-01-01T00:00:00Z",
 		"example.com/anything":                                 strings.Repeat("x", 50<<10),
