@@ -36,6 +36,12 @@ const (
 	// remediation starts there (reason FailureDomainUnhealthy; the message names each such domain
 	// and its counts); absent otherwise.
 	ConditionTypeFailureDomainUnhealthy = "FailureDomainUnhealthy"
+	// ConditionTypeRemediationsStalled is True while some nodes' remediation has ended without them
+	// being done with: every escalation step ran and the last timed out or failed (the node is
+	// still unhealthy: a machine dead for good, say), or the node is healthy again and its CRs wait
+	// for manual confirmation (a negative healthyDelay). Such a remediation holds no maxInFlight
+	// slot; the condition, an event and a metric make sure it is not forgotten.
+	ConditionTypeRemediationsStalled = "RemediationsStalled"
 	// ConditionTypeMachineHealthCheckOverlap is True while Cluster API MachineHealthChecks cover some
 	// of the selected nodes (reason ConditionReasonCoveredByMachineHealthCheck; the message names
 	// them and how many): those nodes are left to them. Absent otherwise.
@@ -58,6 +64,11 @@ const (
 	ConditionReasonOverlappingSelectors = "OverlappingSelectors"
 	// ConditionReasonRepairBudgetExhausted is the reason of RepairBudgetExhausted=True.
 	ConditionReasonRepairBudgetExhausted = "RepairBudgetExhausted"
+	// ConditionReasonStepsExhausted and ConditionReasonAwaitingConfirmation are the reasons of
+	// RemediationsStalled=True: some node's steps are exhausted (whatever else waits), or nodes only
+	// wait for manual confirmation.
+	ConditionReasonStepsExhausted       = "StepsExhausted"
+	ConditionReasonAwaitingConfirmation = "AwaitingConfirmation"
 	// ConditionReasonFailureDomainUnhealthy is the reason of FailureDomainUnhealthy=True.
 	ConditionReasonFailureDomainUnhealthy = "FailureDomainUnhealthy"
 	// ConditionReasonCoveredByMachineHealthCheck is the reason of MachineHealthCheckOverlap=True.

@@ -39,6 +39,11 @@ const (
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.
 	EventReasonNoTemplateLeft = "NoTemplateLeft"
+	// EventReasonRemediationStalled (warning), regarding a NodeHealthCheck and related to a node: the
+	// node's remediation ended without it being done with (every step exhausted, or waiting for
+	// manual confirmation); it no longer holds a maxInFlight slot (the RemediationsStalled
+	// condition).
+	EventReasonRemediationStalled = "RemediationStalled"
 	// EventReasonWouldRemediate: a dry-run NodeHealthCheck would now create a remediation CR for a
 	// node (its first, or the next escalation step); it creates none.
 	EventReasonWouldRemediate = "WouldRemediate"

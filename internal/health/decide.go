@@ -208,8 +208,14 @@ type Input struct {
 	// fill it gets no new remediation until the oldest counted one leaves the window.
 	RepairBudget *RepairBudget
 	// MaxInFlight limits how many selected nodes are under remediation at once (nil: no limit): a
-	// count, or a percentage of the selected nodes rounded up (at least one).
+	// count, or a percentage of the selected nodes rounded up (at least one). A remediation that has
+	// ended without the node recovering (NodeDecision.Stalled) holds no slot.
 	MaxInFlight *intstr.IntOrString
+	// InFlightUnselected counts the nodes the NodeHealthCheck no longer selects whose remediation CRs
+	// are kept (a node deleted and replaced while its CR says PermanentNodeDeletionExpected, a CR a
+	// remediator's finalizer keeps, a paused NodeHealthCheck's): under maxInFlight they hold a slot,
+	// so a flood of replacements does not run above the bound.
+	InFlightUnselected int
 	// FailureDomain bounds the unhealthy nodes per failure domain (Node.Domain); nil: no bound.
 	FailureDomain *FailureDomain
 }
@@ -286,6 +292,34 @@ type NodeDecision struct {
 	// out and the next step. Held by a blocker (EscalationHeld), it times nothing out and starts
 	// nothing.
 	Escalation Escalation
+	// AwaitingConfirmation is set, for HealthyDelayed, when the delay lasts until an administrator
+	// confirms the node (a negative healthyDelay).
+	AwaitingConfirmation bool
+}
+
+// StallReason says why a remediation has ended without the node being done with: it holds no
+// maxInFlight slot, and is reported so that it is not forgotten.
+type StallReason string
+
+const (
+	// StallStepsExhausted: every step ran, and the last one timed out or failed (its CR is marked);
+	// the node is still unhealthy and nothing is left to try (a machine dead for good).
+	StallStepsExhausted StallReason = "StepsExhausted"
+	// StallAwaitingConfirmation: the node is healthy again, and its CRs wait for an administrator's
+	// manual confirmation (a negative healthyDelay).
+	StallAwaitingConfirmation StallReason = "AwaitingConfirmation"
+)
+
+// Stalled says why the node's remediation has ended without the node being done with ("": it has
+// not): every step exhausted, or waiting for manual confirmation.
+func (n NodeDecision) Stalled() StallReason {
+	switch {
+	case n.Action == ContinueRemediation && n.Escalation.Exhausted && len(n.Escalation.TimeOut) == 0:
+		return StallStepsExhausted
+	case n.Action == HealthyDelayed && n.AwaitingConfirmation:
+		return StallAwaitingConfirmation
+	}
+	return ""
 }
 
 // EscalationHeld reports whether a running remediation's escalation is due but held back by the
@@ -340,6 +374,18 @@ func (d *Decision) Held() []NodeDecision {
 	var out []NodeDecision
 	for _, n := range d.Nodes {
 		if n.EscalationHeld() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Stalled returns the nodes whose remediation has ended without them being done with, with why
+// (NodeDecision.Stalled).
+func (d *Decision) Stalled() []NodeDecision {
+	var out []NodeDecision
+	for _, n := range d.Nodes {
+		if n.Stalled() != "" {
 			out = append(out, n)
 		}
 	}
@@ -405,6 +451,7 @@ func Decide(in Input) Decision {
 			nd.Action = Recovered
 			if until, delayed := healthyDelayUntil(in.HealthyDelay, n, in.Now); delayed {
 				nd.Action = HealthyDelayed
+				nd.AwaitingConfirmation = until.IsZero()
 				d.Next = Earliest(d.Next, until)
 			}
 		case h.State == Healthy:
@@ -593,19 +640,22 @@ func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 }
 
 // limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already
-// under remediation (their CRs run, or are kept by healthyDelay) count first, then the starts go,
-// and the others wait. Nodes that are really down go first, in the order they
+// under remediation (their CRs run, or are kept by healthyDelay; not those whose remediation has
+// ended, Stalled) and the unselected nodes whose CRs are kept (InFlightUnselected) count first, then
+// the starts go, and the others wait. Nodes that are really down go first, in the order they
 // became unhealthy, then nodes unhealthy only for their remediation request, in the order of their
 // requests (a node can write its own request: requests never take a slot ahead of a failure); then
 // by name. An invalid limit starts nothing.
 func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, string)) {
 	limit, err := InFlightLimit(len(in.Nodes), in.MaxInFlight)
-	running := 0
+	running := in.InFlightUnselected
 	var starts []*NodeDecision
 	for i := range d.Nodes {
 		switch nd := &d.Nodes[i]; nd.Action {
 		case ContinueRemediation, HealthyDelayed:
-			running++
+			if nd.Stalled() == "" {
+				running++
+			}
 		case StartRemediation:
 			starts = append(starts, nd)
 		}
@@ -628,8 +678,12 @@ func limitInFlight(in Input, d *Decision, skip func(*NodeDecision, SkipReason, s
 		case err != nil:
 			skip(nd, SkipInvalidBudget, err.Error())
 		case running >= limit:
-			skip(nd, SkipInFlight, fmt.Sprintf("%d of at most %d selected nodes are under remediation (maxInFlight %s); node %s waits until one ends, "+
-				"the nodes that became unhealthy first going first", running, limit, in.MaxInFlight.String(), nd.Name))
+			replaced := ""
+			if in.InFlightUnselected > 0 {
+				replaced = fmt.Sprintf(" (%d of them no longer selected, their CRs kept: being replaced)", in.InFlightUnselected)
+			}
+			skip(nd, SkipInFlight, fmt.Sprintf("%d of at most %d selected nodes are under remediation%s (maxInFlight %s); node %s waits until one ends, "+
+				"the nodes that became unhealthy first going first", running, limit, replaced, in.MaxInFlight.String(), nd.Name))
 			nd.Step = nil
 		default:
 			running++

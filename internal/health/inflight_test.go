@@ -2,6 +2,7 @@ package health
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,23 @@ func TestMaxInFlight(t *testing.T) {
 		return node(name, false, ready(corev1.ConditionUnknown, since))
 	}
 	running := func(name string) Node { return node(name, true, ready(corev1.ConditionUnknown, time.Hour)) }
+	// exhausted ran every step; the last one is marked timed out.
+	exhausted := func(name string) Node {
+		n := running(name)
+		n.CRs = []StepCR{
+			{StepKey: simulatedSteps[0].StepKey, Created: now.Add(-50 * time.Minute), TimedOut: true, TimedOutAt: now.Add(-47 * time.Minute)},
+			{StepKey: simulatedSteps[1].StepKey, Created: now.Add(-47 * time.Minute), TimedOut: true, TimedOutAt: now.Add(-37 * time.Minute)},
+			{StepKey: simulatedSteps[2].StepKey, Created: now.Add(-37 * time.Minute), TimedOut: true, TimedOutAt: now.Add(-5 * time.Minute)}}
+		return n
+	}
+	// lastStepOver ran every step; the last one is over but not marked yet: it still acts (the mark).
+	lastStepOver := func(name string) Node {
+		n := exhausted(name)
+		n.CRs[2].TimedOut, n.CRs[2].TimedOutAt = false, time.Time{}
+		return n
+	}
+	// confirming is healthy again and waits for an administrator's confirmation (negative delay).
+	confirming := func(name string) Node { return node(name, true, ready(corev1.ConditionTrue, time.Minute)) }
 	pool := func(extra ...Node) []Node {
 		var out []Node
 		for i := range 10 {
@@ -37,6 +55,10 @@ func TestMaxInFlight(t *testing.T) {
 		started  []string
 		inFlight []string // skipped for RemediationsInFlight
 		reason   SkipReason
+		delay    time.Duration
+		// unselected counts the nodes no longer selected whose CRs are kept.
+		unselected int
+		stalled    map[string]StallReason
 	}{
 		{name: "unset: every start", nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute), sick("c", 30*time.Minute)),
 			started: []string{"a", "b", "c"}},
@@ -53,11 +75,32 @@ func TestMaxInFlight(t *testing.T) {
 		{name: "a small percentage still lets one go", max: &tiny, nodes: pool(sick("a", 10*time.Minute), sick("b", 20*time.Minute)),
 			started: []string{"b"}, inFlight: []string{"a"}},
 		{name: "zero is invalid: nothing starts", max: &zero, nodes: pool(sick("a", 10*time.Minute)), reason: SkipInvalidBudget},
+		{name: "a remediation whose steps are exhausted holds no slot", max: &two, nodes: pool(exhausted("r"), running("s"), sick("a", 10*time.Minute)),
+			started: []string{"a"}, stalled: map[string]StallReason{"r": StallStepsExhausted}},
+		{name: "one whose last step is over but not marked yet still does", max: &two, nodes: pool(lastStepOver("r"), running("s"), sick("a", 10*time.Minute)),
+			inFlight: []string{"a"}},
+		{name: "one waiting for manual confirmation holds no slot", max: &two, delay: -1, nodes: pool(confirming("r"), running("s"), sick("a", 10*time.Minute)),
+			started: []string{"a"}, stalled: map[string]StallReason{"r": StallAwaitingConfirmation}},
+		{name: "one kept by a positive healthy delay still does", max: &two, delay: time.Hour, nodes: pool(confirming("r"), running("s"), sick("a", 10*time.Minute)),
+			inFlight: []string{"a"}},
+		{name: "unselected nodes whose CRs are kept (being replaced) hold slots", max: &two, unselected: 1, nodes: pool(running("s"), sick("a", 10*time.Minute)),
+			inFlight: []string{"a"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			in := Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, MaxInFlight: tc.max}
+			in := Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, MaxInFlight: tc.max, InFlightUnselected: tc.unselected,
+				Steps: simulatedSteps}
+			if tc.delay != 0 {
+				in.HealthyDelay = &tc.delay
+			}
 			d := Decide(in)
+			stalled := map[string]StallReason{}
+			for _, nd := range d.Stalled() {
+				stalled[nd.Name] = nd.Stalled()
+			}
+			if len(stalled) != len(tc.stalled) || (len(stalled) > 0 && !maps.Equal(stalled, tc.stalled)) {
+				t.Fatalf("stalled %v, want %v", stalled, tc.stalled)
+			}
 			checkDecision(t, d, tc.nodes, now)
 			got := d.Started()
 			slices.Sort(got)

@@ -12,11 +12,6 @@ import (
 // controller, which writes status, advances them (nhc's nextSimulated); the remediation controller
 // leaves a dry-run NodeHealthCheck's nodes without real CRs alone.
 
-// KeepsOrphans reports whether the CRs of nodes the NodeHealthCheck does not select (Orphans) are
-// left alone now: while it is paused (spec.pauseRequests), as the public operator leaves them, and
-// while its selector does not parse (it selects nothing, so every node would look unselected).
-func (s *Snapshot) KeepsOrphans() bool { return len(s.NHC.Spec.PauseRequests) > 0 || s.badSelector }
-
 // DryRun reports whether the NodeHealthCheck only observes (spec.dryRun).
 func (s *Snapshot) DryRun() bool { return s.NHC.Spec.DryRun }
 

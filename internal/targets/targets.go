@@ -381,6 +381,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	}
 	in.RepairBudget = repairBudget(spec)
 	in.MaxInFlight = spec.MaxInFlight
+	if in.MaxInFlight != nil {
+		in.InFlightUnselected = s.inFlightUnselected()
+	}
 	if fd := spec.FailureDomain; fd != nil {
 		in.FailureDomain = &health.FailureDomain{TopologyKey: fd.TopologyKey, MaxUnhealthy: fd.MaxUnhealthy}
 	}

@@ -246,6 +246,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.reportRepairBudget(snap)
 	r.reportFailureDomains(snap)
+	r.reportStalled(snap)
 	if again > 0 {
 		next = health.Earliest(next, now.Add(again))
 	}
@@ -453,6 +454,7 @@ func (r *Reconciler) forget(name string) {
 	r.metrics.syncDeadlines(name, nil, nil)
 	r.metrics.syncExhausted(name, nil)
 	r.metrics.syncDomains(name, nil)
+	r.metrics.syncStalled(name, nil)
 }
 
 // templateRecheck is how soon a disabled NodeHealthCheck whose template kind cannot be watched

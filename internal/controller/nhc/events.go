@@ -157,6 +157,21 @@ func (r *Reconciler) reportRepairBudget(snap *targets.Snapshot) {
 	}
 }
 
+// reportStalled keeps MetricRemediationStalled current and emits a RemediationStalled warning (on
+// the NodeHealthCheck, related to the node) for each node whose remediation newly stalled.
+func (r *Reconciler) reportStalled(snap *targets.Snapshot) {
+	stalled := map[string]string{}
+	for _, n := range snap.Decision.Stalled() {
+		stalled[n.Name] = stalledMessage(n)
+	}
+	for _, node := range r.metrics.syncStalled(snap.Stored.Name, stalled) {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationStalled, "Stall",
+				"%s; it holds no maxInFlight slot", capitalize(stalled[node]))
+		}
+	}
+}
+
 // reportFailureDomains keeps MetricFailureDomainUnhealthy current and emits a FailureDomainUnhealthy
 // warning for each failure domain that newly holds more unhealthy nodes than its bound.
 func (r *Reconciler) reportFailureDomains(snap *targets.Snapshot) {

@@ -49,6 +49,10 @@ const (
 	// MetricFailureDomainUnhealthy is 1 per failure domain (spec.failureDomain) that holds more
 	// unhealthy nodes than its bound; the series goes when it holds fewer.
 	MetricFailureDomainUnhealthy = "nodehealthcheck_failure_domain_unhealthy"
+	// MetricRemediationStalled is 1 per node whose remediation ended without it being done with
+	// (every step exhausted, or waiting for manual confirmation: the RemediationsStalled condition
+	// says which); the series goes with it. Labels: nhc, node. This operator's extension.
+	MetricRemediationStalled = "nodehealthcheck_remediation_stalled"
 	// MetricRemediationOutcomes counts ended remediations by how they ended (issue 28.5). Labels:
 	// nhc, outcome (one of api/v1alpha1's RemediationOutcome values), step (the 1-based number of
 	// the escalation step that ran last; at most 32 values). This operator's extension.
@@ -94,6 +98,9 @@ var (
 	failureDomainUnhealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricFailureDomainUnhealthy, Help: "1 per failure domain of the NodeHealthCheck that holds more unhealthy nodes than its bound (no new remediation starts there)",
 	}, []string{"nhc", "domain"})
+	remediationStalled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricRemediationStalled, Help: "1 per node whose remediation ended without it being done with: every step exhausted, or waiting for manual confirmation",
+	}, []string{"nhc", "node"})
 	remediationOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricRemediationOutcomes, Help: "Ended remediations, by how they ended and the escalation step that ran last",
 	}, []string{"nhc", "outcome", "step"})
@@ -104,7 +111,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted, failureDomainUnhealthy,
-		remediationOutcomes, remediationDeadline)
+		remediationOutcomes, remediationDeadline, remediationStalled)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -117,6 +124,9 @@ type metricsState struct {
 	series map[string]map[gaugeKey]bool
 	// would holds, per dry-run NodeHealthCheck, the series of MetricWouldRemediate it set (node -> CR kind).
 	would map[string]map[string]string
+	// stalled holds, per NodeHealthCheck, the nodes whose remediation stalled (node -> why), for
+	// MetricRemediationStalled and the events.
+	stalled map[string]map[string]string
 	// exhausted holds, per NodeHealthCheck, the nodes its repair budget holds back (node -> skip
 	// message), for MetricRepairBudgetExhausted and the events.
 	exhausted map[string]map[string]string
@@ -172,6 +182,12 @@ func observeOutcomes(nhcName string, ended []outcome.Ended) {
 
 // syncDomains sets the failure-domain series of the NodeHealthCheck to the held domains (domain ->
 // why; nil: none) and returns those newly held since the last call, sorted.
+// syncStalled sets the stalled series of the NodeHealthCheck to the stalled nodes (node -> why;
+// nil: none) and returns those newly stalled, or stalled for another reason, since the last call.
+func (m *metricsState) syncStalled(nhcName string, stalled map[string]string) []string {
+	return m.syncHeld(remediationStalled, &m.stalled, nhcName, stalled, func(before, now string, _ bool) bool { return before != now })
+}
+
 func (m *metricsState) syncDomains(nhcName string, held map[string]string) []string {
 	return m.syncHeld(failureDomainUnhealthy, &m.domains, nhcName, held, func(before, _ string, was bool) bool { return !was })
 }

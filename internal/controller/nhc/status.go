@@ -116,6 +116,7 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 	}
 	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
 	setFailureDomainCondition(&st.Conditions, nhc, d, now)
+	setStalledCondition(&st.Conditions, nhc, d, now)
 	setClockSkewCondition(&st.Conditions, nhc, snap.Skew, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
@@ -300,6 +301,39 @@ func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRepairBudgetExhausted, Status: metav1.ConditionTrue,
 		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s%s", total, strings.Join(held, "; "), more),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+}
+
+// setStalledCondition writes RemediationsStalled while some nodes' remediation has ended without
+// them being done with (health.NodeDecision.Stalled), naming them and why, and removes it otherwise.
+func setStalledCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, d health.Decision, now time.Time) {
+	stalled := d.Stalled()
+	if len(stalled) == 0 {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeRemediationsStalled)
+		return
+	}
+	reason := remediationv1alpha1.ConditionReasonAwaitingConfirmation
+	var why []string
+	for _, n := range stalled {
+		why = append(why, stalledMessage(n))
+		if n.Stalled() == health.StallStepsExhausted {
+			reason = remediationv1alpha1.ConditionReasonStepsExhausted
+		}
+	}
+	total, more := len(why), ""
+	if total > maxWouldListed {
+		why, more = why[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRemediationsStalled, Status: metav1.ConditionTrue,
+		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s%s", total, strings.Join(why, "; "), more),
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+}
+
+// stalledMessage says why the node's remediation ended without it being done with.
+func stalledMessage(n health.NodeDecision) string {
+	if n.Stalled() == health.StallStepsExhausted {
+		return fmt.Sprintf("node %s is still unhealthy and every remediation step timed out or failed (check the machine; delete the node to replace it, or its CRs to start again)", n.Name)
+	}
+	return fmt.Sprintf("node %s is healthy again and its CRs wait for manual confirmation (annotation %s)", n.Name, remediationv1alpha1.ManuallyConfirmedHealthyAnnotation)
 }
 
 // setFailureDomainCondition writes FailureDomainUnhealthy while some failure domain is over its

@@ -959,7 +959,7 @@ func (r *Reconciler) deleteOrphans(ctx context.Context, snap *targets.Snapshot, 
 	for _, cr := range snap.CRs[node] {
 		if remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected) == metav1.ConditionTrue &&
 			remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionSucceeded) != metav1.ConditionTrue {
-			continue
+			continue // targets.KeptOrphanCR: its remediator deletes the node for good and is not done
 		}
 		orphans = append(orphans, cr)
 	}
