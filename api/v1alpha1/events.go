@@ -39,6 +39,10 @@ const (
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.
 	EventReasonNoTemplateLeft = "NoTemplateLeft"
+	// EventReasonRemovalHoldExpired (warning), regarding a node: the node has been being removed for
+	// longer than the operator's --removal-hold (a drain or finalizer that never completes); the
+	// removal holds its remediation back no longer (spec.skipNodesBeingRemoved).
+	EventReasonRemovalHoldExpired = "RemovalHoldExpired"
 	// EventReasonRemediationStalled (warning), regarding a NodeHealthCheck and related to a node: the
 	// node's remediation ended without it being done with (every step exhausted, or waiting for
 	// manual confirmation); it no longer holds a maxInFlight slot (the RemediationsStalled

@@ -95,7 +95,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if requesting {
 		return explain.Request(ctx, c, words[2], time.Now(), stdout)
 	}
-	o := explain.Options{LeaseNamespace: *leaseNamespace, ReturnGrace: *returnGrace}
+	o := explain.Options{LeaseNamespace: *leaseNamespace, ReturnGrace: *returnGrace, RemovalHold: health.DefaultRemovalHold}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.SettingsFrom = settingsFrom(ctx, c, &o, set["lease-namespace"], set["returning-node-grace"])
@@ -121,6 +121,7 @@ func settingsFrom(ctx context.Context, c client.Client, o *explain.Options, name
 	if !graceSet {
 		o.ReturnGrace = published.ReturningNodeGrace
 	}
+	o.RemovalHold = published.RemovalHold
 	from := "as the operator (version " + published.Version + ") publishes them in ConfigMap " + published.ConfigMap
 	if namespaceSet || graceSet {
 		from += ", but for the flag given"

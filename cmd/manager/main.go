@@ -67,6 +67,8 @@ type options struct {
 	upgrade controller.UpgradeOptions
 	// returnGrace is the returning-node hold.
 	returnGrace time.Duration
+	// removalHold bounds how long a node's removal holds its remediation back.
+	removalHold time.Duration
 	// maxClockSkew bounds the skew between the manager's clock and the API server's; 0: no bound.
 	maxClockSkew time.Duration
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
@@ -81,6 +83,9 @@ type options struct {
 // DefaultReturnGrace is --returning-node-grace's default: the node lifecycle controller's default
 // --node-monitor-grace-period (50s) and a margin.
 const DefaultReturnGrace = health.DefaultReturnGrace
+
+// DefaultRemovalHold is --removal-hold's default (health.DefaultRemovalHold).
+const DefaultRemovalHold = health.DefaultRemovalHold
 
 // DefaultMaxClockSkew is --max-clock-skew's default, 10s. Time-synchronised clocks agree within
 // milliseconds, so a skew of 10s means the synchronisation is broken, while 10s is small against
@@ -145,6 +150,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Resume remediation, with a warning event, once each upgrade signal has held it back this long (for example 6h), measured per signal from when it began; a new signal pauses again. The pause object is not bounded. 0: no limit.")
 	fs.DurationVar(&o.returnGrace, "returning-node-grace", DefaultReturnGrace,
 		"While a NodeHealthCheck's healthy-node threshold holds only by counting nodes that came back (turned healthy) less than this ago, start no new remediation in it: after an outage, the nodes still unhealthy are likely coming back too. A pool whose threshold holds without them, or an isolated failure, is not delayed. At least the node lifecycle's --node-monitor-grace-period (50s by default) is advised. 0: off.")
+	fs.DurationVar(&o.removalHold, "removal-hold", DefaultRemovalHold,
+		"Where a NodeHealthCheck sets spec.skipNodesBeingRemoved, a node being removed (its deletion, the cluster autoscaler's or Karpenter's taint) gets no new remediation and its running one does not escalate, for at most this long from when the removal began: a removal that never completes (a stuck drain or finalizer) then holds a broken node no longer, with an event. 0: no bound.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", DefaultShutdownDelay,
 		"How long to keep serving (the admission webhooks above all) after SIGTERM before stopping, so that the API server's calls that still reach this pod while its Services' endpoints and kube-proxy's rules catch up are answered. 0: stop at once.")
 	fs.DurationVar(&o.maxClockSkew, "max-clock-skew", DefaultMaxClockSkew,
@@ -212,6 +219,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	if o.returnGrace < 0 {
 		return nil, fmt.Errorf("--returning-node-grace %s: must not be negative", o.returnGrace)
+	}
+	if o.removalHold < 0 {
+		return nil, fmt.Errorf("--removal-hold %s: must not be negative (0: no bound)", o.removalHold)
 	}
 	if o.maxClockSkew < 0 {
 		return nil, fmt.Errorf("--max-clock-skew %s: must not be negative (0 turns the bound off)", o.maxClockSkew)
@@ -340,13 +350,13 @@ func run(o *options) error {
 		return fmt.Errorf("adding the clock skew probe: %w", err)
 	}
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
-		ReturnGrace: o.returnGrace, ClockSkew: skew}); err != nil {
+		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew}); err != nil {
 		return err
 	}
 
 	if key := o.settingsConfigMap; key != nil {
 		// The leader publishes (a runnable that needs leader election), again after an error.
-		settings := opsettings.Settings{LeaseNamespace: o.leaseNamespace, ReturningNodeGrace: o.returnGrace, MaxClockSkew: o.maxClockSkew, Version: version}
+		settings := opsettings.Settings{LeaseNamespace: o.leaseNamespace, ReturningNodeGrace: o.returnGrace, MaxClockSkew: o.maxClockSkew, RemovalHold: o.removalHold, Version: version}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			return wait.ExponentialBackoffWithContext(ctx, wait.Backoff{Duration: time.Second, Factor: 2, Steps: math.MaxInt32, Cap: 5 * time.Minute},
 				func(ctx context.Context) (bool, error) {

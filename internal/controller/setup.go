@@ -38,6 +38,9 @@ type Options struct {
 	// only by counting nodes that came back less than this ago, no new remediation starts
 	// (health.Input.ReturnGrace). Zero: off.
 	ReturnGrace time.Duration
+	// RemovalHold bounds how long a node's removal holds its remediation back, where a
+	// NodeHealthCheck skips nodes being removed (health.Input.RemovalHold). Zero: no bound.
+	RemovalHold time.Duration
 	// ClockSkew measures the skew between the manager's clock and the API server's and says whether
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
@@ -128,6 +131,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
+		RemovalHold:    o.RemovalHold,
 		Changes:        changes,
 		Templates:      templates,
 		Leases:         leases,
@@ -155,6 +159,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Gate:           gate,
 		MaxPause:       o.Upgrade.MaxPause,
 		ReturnGrace:    o.ReturnGrace,
+		RemovalHold:    o.RemovalHold,
 		Changes:        changes,
 		Templates:      templates,
 		Machines:       machines,

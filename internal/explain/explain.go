@@ -45,6 +45,8 @@ type Options struct {
 	LeaseNamespace string
 	// ReturnGrace is the operator's --returning-node-grace.
 	ReturnGrace time.Duration
+	// RemovalHold is the operator's --removal-hold (as it publishes it, else its default).
+	RemovalHold time.Duration
 	// SettingsFrom says where LeaseNamespace and ReturnGrace come from (the operator's published
 	// settings, the flags, or the defaults and why), printed with the answer; empty: not printed.
 	SettingsFrom string
@@ -80,7 +82,7 @@ func Gather(ctx context.Context, c client.Client, o Options) ([]Check, error) {
 	gate := gateAsSeen{upgrade.Verdict{Known: true, OpenShift: openShift, MachineHealthChecks: mhcs, CoveredByMachineHealthCheck: coverage}}
 	// Nodes' Machines straight from the API server, kinds from the RESTMapper alone (the user may not
 	// be allowed to read CRDs).
-	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, Gate: gate, Machines: &targets.Machines{Reader: c, Mapper: c.RESTMapper()},
+	g := &targets.Gatherer{Reader: c, ReturnGrace: o.ReturnGrace, RemovalHold: o.RemovalHold, Gate: gate, Machines: &targets.Machines{Reader: c, Mapper: c.RESTMapper()},
 		Leases: c, LeaseNamespace: o.LeaseNamespace, Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()}}
 	var out []Check
 	for i := range list.Items {

@@ -48,8 +48,11 @@ type Node struct {
 	// (NoDomain when the node has none).
 	Domain string
 	// BeingRemovedBy says who is removing the node (nodetaints.BeingRemoved), "" when nobody is; only
-	// set where spec.skipNodesBeingRemoved is: no new remediation of it starts.
-	BeingRemovedBy string
+	// set where spec.skipNodesBeingRemoved is: no new remediation of it starts and its running one
+	// does not escalate, until the removal has lasted Input.RemovalHold from BeingRemovedSince (when
+	// it began, or when this process first saw it).
+	BeingRemovedBy    string
+	BeingRemovedSince time.Time
 	// Created is when the node object was created (zero: not known). A healthy node whose
 	// conditions changed at least ReturnGrace after it was created came back (see Input.ReturnGrace);
 	// one that turned healthy sooner joined the cluster.
@@ -147,8 +150,8 @@ const (
 	// SkipInFlight: spec.maxInFlight nodes are under remediation already; the node waits until one
 	// ends (the node that became unhealthy first goes first).
 	SkipInFlight SkipReason = "RemediationsInFlight"
-	// SkipBeingRemoved: the node is being removed (the cluster autoscaler, Karpenter, the cloud
-	// provider) and spec.skipNodesBeingRemoved is set.
+	// SkipBeingRemoved: the node is being removed (its deletion, the cluster autoscaler, Karpenter)
+	// and spec.skipNodesBeingRemoved is set, for at most Input.RemovalHold.
 	SkipBeingRemoved SkipReason = "NodeBeingRemoved"
 	// SkipRequestThreshold: the node is unhealthy only for its remediation request (counted healthy),
 	// and starting it would leave fewer healthy nodes than the threshold requires; it waits. A
@@ -218,6 +221,10 @@ type Input struct {
 	InFlightUnselected int
 	// FailureDomain bounds the unhealthy nodes per failure domain (Node.Domain); nil: no bound.
 	FailureDomain *FailureDomain
+	// RemovalHold bounds how long a removal holds a node's remediation back (Node.BeingRemovedBy):
+	// a removal that has not completed by then (a drain that never ends, a stuck finalizer) holds it
+	// no longer, so a broken node is not left unremediated for ever. Zero: no bound.
+	RemovalHold time.Duration
 }
 
 // FailureDomain bounds, in each failure domain, how many selected nodes may be unhealthy or about
@@ -350,6 +357,47 @@ type Decision struct {
 	// DomainsHeld are the failure domains (spec.failureDomain) over their bound, with why: no new
 	// remediation starts there (nil without failure domains).
 	DomainsHeld map[string]string
+	// RemovalsOverdue are the nodes whose removal has lasted Input.RemovalHold or longer without
+	// completing: it holds their remediation back no longer.
+	RemovalsOverdue []RemovalOverdue
+}
+
+// RemovalOverdue is a node whose removal lasted longer than Input.RemovalHold.
+type RemovalOverdue struct {
+	// Node names the node, By who removes it, Since since when.
+	Node, By string
+	Since    time.Time
+}
+
+// removing reports whether the node's removal holds its remediation back now; one that lasted
+// RemovalHold or longer does not (and is recorded in the decision), one that may still end makes
+// the decision come back when it would.
+func removing(in Input, n *Node, d *Decision) bool {
+	if n.BeingRemovedBy == "" {
+		return false
+	}
+	if in.RemovalHold <= 0 || n.BeingRemovedSince.IsZero() {
+		return true
+	}
+	until := n.BeingRemovedSince.Add(in.RemovalHold)
+	if in.Now.Before(until) {
+		d.Next = Earliest(d.Next, until)
+		return true
+	}
+	if !slices.ContainsFunc(d.RemovalsOverdue, func(r RemovalOverdue) bool { return r.Node == n.Name }) {
+		d.RemovalsOverdue = append(d.RemovalsOverdue, RemovalOverdue{Node: n.Name, By: n.BeingRemovedBy, Since: n.BeingRemovedSince})
+	}
+	return false
+}
+
+// removalMessage says who removes the node.
+func removalMessage(n *Node, hold time.Duration) string {
+	m := fmt.Sprintf("node %s is being removed by %s", n.Name, n.BeingRemovedBy)
+	if hold > 0 && !n.BeingRemovedSince.IsZero() {
+		m += fmt.Sprintf(" since %s; the hold ends at %s if it is not gone by then", n.BeingRemovedSince.UTC().Format(time.RFC3339),
+			n.BeingRemovedSince.Add(hold).UTC().Format(time.RFC3339))
+	}
+	return m
 }
 
 // Started returns the names of the nodes whose remediation starts now.
@@ -544,8 +592,8 @@ func Decide(in Input) Decision {
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
-		case n.BeingRemovedBy != "":
-			skip(nd, SkipBeingRemoved, fmt.Sprintf("node %s is being removed by %s", n.Name, n.BeingRemovedBy))
+		case removing(in, n, &d):
+			skip(nd, SkipBeingRemoved, removalMessage(n, in.RemovalHold))
 		case n.Excluded:
 			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
 		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):
@@ -698,8 +746,8 @@ func acts(n NodeDecision) bool {
 
 // holdEscalation applies the gate of new remediations to a running remediation whose escalation
 // is due: the NodeHealthCheck's reason (blockers, the threshold, storm recovery, returning nodes),
-// then the node's own (a Cluster API MachineHealthCheck covering it, the exclusion label, a lease
-// someone else holds, the etcd guard). A held escalation times nothing out and starts nothing; the
+// then the node's own (a Cluster API MachineHealthCheck covering it, the exclusion label, its
+// removal, a lease someone else holds, the etcd guard). A held escalation times nothing out and starts nothing; the
 // running CR stays. An escalation that is not held makes the decision come back at its deadline.
 func holdEscalation(in Input, reason SkipReason, message string, n *Node, nd *NodeDecision, d *Decision) {
 	if !nd.Escalation.Due() {
@@ -717,6 +765,10 @@ func holdEscalation(in Input, reason SkipReason, message string, n *Node, nd *No
 		held(SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 	case n.Excluded:
 		held(SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
+	case removing(in, n, d):
+		// Escalating to a destructive step (a reprovision, a deletion) on a node that is going
+		// away anyway does harm and no good.
+		held(SkipBeingRemoved, removalMessage(n, in.RemovalHold))
 	case n.Refused != "":
 		held(SkipCreateRefused, n.Refused)
 		d.Next = Earliest(d.Next, recheck(n.RefusedUntil, in.Now))

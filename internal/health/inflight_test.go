@@ -159,6 +159,51 @@ func TestNodesBeingRemoved(t *testing.T) {
 	}
 }
 
+// TestRemovalHoldsEscalationForABoundedTime: a due escalation on a node being removed is held (a
+// destructive step on a node going away does harm and no good); a removal that lasted
+// Input.RemovalHold or longer holds nothing, and is reported; one that may still end brings the
+// decision back when it would.
+func TestRemovalHoldsEscalationForABoundedTime(t *testing.T) {
+	minHealthy := intstr.FromInt32(1)
+	hold := 30 * time.Minute
+	timedOutReboot := []StepCR{{StepKey: simulatedSteps[0].StepKey, Created: now.Add(-4 * time.Minute)}} // 3m timeout
+	for _, tc := range []struct {
+		name    string
+		since   time.Duration // ago
+		held    bool
+		overdue bool
+	}{
+		{name: "removal began 10 minutes ago: held", since: 10 * time.Minute, held: true},
+		{name: "removal began an hour ago: no longer held", since: time.Hour, overdue: true},
+		{name: "no time known: held", held: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			running := node("running", true, ready(corev1.ConditionUnknown, time.Hour))
+			running.CRs = timedOutReboot
+			running.BeingRemovedBy = "Karpenter (taint karpenter.sh/disrupted)"
+			if tc.since > 0 {
+				running.BeingRemovedSince = now.Add(-tc.since)
+			}
+			nodes := []Node{node("h1", false, ready(corev1.ConditionTrue, time.Hour)), node("h2", false, ready(corev1.ConditionTrue, time.Hour)), running}
+			d := Decide(Input{Now: now, Nodes: nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy, Steps: simulatedSteps, RemovalHold: hold})
+			checkDecision(t, d, nodes, now)
+			nd, _ := findDecision(d, "running")
+			if held := nd.EscalationHeld() && nd.SkipReason == SkipBeingRemoved; held != tc.held {
+				t.Fatalf("held %v (%s: %s), want %v", held, nd.SkipReason, nd.SkipMessage, tc.held)
+			}
+			if !tc.held && nd.Escalation.Next == nil {
+				t.Fatalf("not held, yet no next step: %+v", nd.Escalation)
+			}
+			if overdue := len(d.RemovalsOverdue) == 1; overdue != tc.overdue {
+				t.Fatalf("removals overdue %+v, want %v", d.RemovalsOverdue, tc.overdue)
+			}
+			if tc.held && tc.since > 0 && !d.Next.Equal(now.Add(-tc.since).Add(hold)) {
+				t.Fatalf("next %v, want the hold's end", d.Next)
+			}
+		})
+	}
+}
+
 // TestFailureDomains: a zone that loses more nodes than its bound starts no new remediation (nor
 // escalation), while the other zones go on; nodes without the label form a domain of their own.
 func TestFailureDomains(t *testing.T) {

@@ -9,6 +9,11 @@ import (
 // lifecycle controller's default --node-monitor-grace-period (50s) and a margin.
 const DefaultReturnGrace = time.Minute
 
+// DefaultRemovalHold is the manager's --removal-hold default (Input.RemovalHold): generous against
+// a drain (Karpenter's and the autoscaler's take minutes), short against a broken node left
+// unremediated because its removal never completes.
+const DefaultRemovalHold = 30 * time.Minute
+
 // RepairBudget limits how often one node is remediated: at most Max remediation starts within any
 // Window (spec.repairBudget).
 type RepairBudget struct {

@@ -1,6 +1,6 @@
 // Package opsettings is how the operator publishes the settings that decide its answers and that
 // tools outside it need to give the same answers (kubectl nhc explain): the node-lease namespace,
-// the returning-node grace and the clock-skew bound, and its version. The manager writes them into
+// the returning-node grace, the clock-skew bound and the removal hold, and its version. The manager writes them into
 // a ConfigMap the chart creates empty (--settings-configmap); readers find it by its label.
 package opsettings
 
@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/health"
 )
 
 // Label marks the ConfigMap that holds an operator's published settings ("true").
@@ -22,6 +24,7 @@ const (
 	KeyLeaseNamespace     = "leaseNamespace"
 	KeyReturningNodeGrace = "returningNodeGrace"
 	KeyMaxClockSkew       = "maxClockSkew"
+	KeyRemovalHold        = "removalHold"
 	KeyVersion            = "version"
 )
 
@@ -30,7 +33,9 @@ type Settings struct {
 	LeaseNamespace     string
 	ReturningNodeGrace time.Duration
 	MaxClockSkew       time.Duration
-	Version            string
+	// RemovalHold is --removal-hold; operators before it published none (read as the default).
+	RemovalHold time.Duration
+	Version     string
 }
 
 // Data is the ConfigMap data of s.
@@ -39,6 +44,7 @@ func (s Settings) Data() map[string]string {
 		KeyLeaseNamespace:     s.LeaseNamespace,
 		KeyReturningNodeGrace: s.ReturningNodeGrace.String(),
 		KeyMaxClockSkew:       s.MaxClockSkew.String(),
+		KeyRemovalHold:        s.RemovalHold.String(),
 		KeyVersion:            s.Version,
 	}
 }
@@ -56,6 +62,12 @@ func Parse(data map[string]string) (Settings, error) {
 	}
 	if s.MaxClockSkew, err = time.ParseDuration(data[KeyMaxClockSkew]); err != nil {
 		return Settings{}, fmt.Errorf("%s: %w", KeyMaxClockSkew, err)
+	}
+	s.RemovalHold = health.DefaultRemovalHold
+	if v, ok := data[KeyRemovalHold]; ok {
+		if s.RemovalHold, err = time.ParseDuration(v); err != nil {
+			return Settings{}, fmt.Errorf("%s: %w", KeyRemovalHold, err)
+		}
 	}
 	return s, nil
 }

@@ -45,6 +45,9 @@ type Gatherer struct {
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
 	ReturnGrace time.Duration
+	// RemovalHold bounds how long a node's removal holds its remediation back
+	// (health.Input.RemovalHold); zero: no bound.
+	RemovalHold time.Duration
 	// Nodes, when set, finds the selected nodes without listing every node (watch.Affected); nil:
 	// they are listed from Reader.
 	Nodes NodeSource
@@ -94,6 +97,9 @@ type Gatherer struct {
 	// (probeKind).
 	syncBy map[schema.GroupVersionKind]time.Time
 	probed map[schema.GroupVersionKind]probe
+	// removals remembers when this gatherer first saw each node's removal whose signal carries no
+	// time (removalSince).
+	removals removalsSeen
 }
 
 // Mode says who gathers: what a snapshot includes and what it takes from where follow from it.
@@ -189,6 +195,8 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 		return nil, err
 	}
 	s, in := assemble(r, o.Mode, g.ReturnGrace)
+	in.RemovalHold = g.RemovalHold
+	g.removalSince(&in, r.now)
 	if err := g.addHolds(ctx, s, &in); err != nil {
 		return nil, err
 	}
@@ -410,7 +418,8 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			hn.Domain = n.Labels[fd.TopologyKey]
 		}
 		if spec.SkipNodesBeingRemoved {
-			hn.BeingRemovedBy = nodetaints.BeingRemoved(n)
+			removal := nodetaints.BeingRemoved(n)
+			hn.BeingRemovedBy, hn.BeingRemovedSince = removal.By, removal.Since
 		}
 		var due time.Time
 		hn.Requested, hn.RunningRequest, due = s.request(n)

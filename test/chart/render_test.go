@@ -344,6 +344,16 @@ func TestReturningNodeGraceValue(t *testing.T) {
 	}
 }
 
+// The removal hold is 30m by default (as the manager's flag) and can be tuned or turned off.
+func TestRemovalHoldValue(t *testing.T) {
+	if a := deploymentArgs(t, mustRender(t, nil)); !slices.Contains(a, "--removal-hold=30m") {
+		t.Errorf("default args %v lack --removal-hold=30m", a)
+	}
+	if a := deploymentArgs(t, mustRender(t, map[string]any{"removalHold": "0s"})); !slices.Contains(a, "--removal-hold=0s") {
+		t.Errorf("args %v lack --removal-hold=0s", a)
+	}
+}
+
 // The clock skew bound is on by default (as the manager's flag) and can be tuned or turned off.
 func TestMaxClockSkewValue(t *testing.T) {
 	if a := deploymentArgs(t, mustRender(t, nil)); !slices.Contains(a, "--max-clock-skew=10s") {

@@ -63,6 +63,9 @@ type Reconciler struct {
 	MaxPause time.Duration
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
 	ReturnGrace time.Duration
+	// RemovalHold bounds how long a node's removal holds its remediation back
+	// (health.Input.RemovalHold); zero: no bound.
+	RemovalHold time.Duration
 	// Templates reads remediation templates with the rights remediators grant; nil: through the
 	// cache, watching every template kind (tests of this controller alone).
 	Templates *templateaccess.Reader
@@ -184,7 +187,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Wall == nil {
 		r.Wall = clock.RealClock{}
 	}
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
+	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, RemovalHold: r.RemovalHold, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
 		},

@@ -19,6 +19,7 @@ type nodeReport string
 const (
 	reportEmptyExclusion nodeReport = "empty-exclusion-label"
 	reportRequestSeen    nodeReport = "request-seen"
+	reportRemovalOverdue nodeReport = "removal-overdue"
 )
 
 // nodeReports remembers, per NodeHealthCheck and selected node, what was last reported about each of
@@ -100,7 +101,8 @@ func (r *nodeReports) size(nhc string) int {
 // reportNodeInputs emits, once per value, what the decision made of the selected nodes' own inputs:
 // an empty exclusion label (a likely mistake, which does not exclude the node), a remediation request
 // it counts, and every value it refused (a remediation request it ignores, a repair-budget reset or
-// handled record it refuses), so that whoever wrote it learns that it did not take effect and why.
+// handled record it refuses), so that whoever wrote it learns that it did not take effect and why;
+// and, once per removal, a removal that outlasted the removal hold.
 // Events quote only a short prefix of a value; memory keeps one hash per node and input.
 func (r *Reconciler) reportNodeInputs(snap *targets.Snapshot) {
 	name := snap.Stored.Name
@@ -132,6 +134,15 @@ func (r *Reconciler) reportNodeInputs(snap *targets.Snapshot) {
 				"Remediation of node %s requested at %s (annotation %s): NodeHealthCheck %s counts it as unhealthy and remediates it when no rule holds it back (see status.unhealthyNodes)",
 				in.Name, value, remediationv1alpha1.RemediationRequestAnnotation, name)
 		}
+	}
+	for _, r2 := range snap.Decision.RemovalsOverdue {
+		n, ok := snap.SelectedNode(r2.Node)
+		if !ok || !due(r2.Node, reportRemovalOverdue, nodeinput.Hash(r2.By+"/"+r2.Since.String())) {
+			continue
+		}
+		r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemovalHoldExpired, "Remove",
+			"Node %s has been being removed by %s since %s, longer than the removal hold (%s, --removal-hold): the removal holds its remediation back no longer",
+			r2.Node, r2.By, r2.Since.UTC().Format(time.RFC3339), snap.Input.RemovalHold)
 	}
 	for _, refused := range snap.RefusedInputs() {
 		n, ok := snap.SelectedNode(refused.Node)

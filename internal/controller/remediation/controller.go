@@ -124,6 +124,9 @@ type Reconciler struct {
 	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace), as for the nhc controller;
 	// zero: off.
 	ReturnGrace time.Duration
+	// RemovalHold bounds how long a node's removal holds its remediation back, as for the nhc
+	// controller; zero: no bound.
+	RemovalHold time.Duration
 	// Skew measures the skew between this process's clock and the API server's; while it is beyond
 	// its bound or not measured yet, nothing starts or escalates. nil: not measured.
 	Skew *clockskew.Monitor
@@ -229,7 +232,7 @@ func (r *Reconciler) init() {
 		if r.Machines == nil {
 			r.Machines = targets.NewMachines(r.Client)
 		}
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
+		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, RemovalHold: r.RemovalHold, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
 		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
 			r.targets.Nodes = r.affected

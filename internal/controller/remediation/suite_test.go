@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ var (
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace})
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, RemovalHold: health.DefaultRemovalHold})
 		},
 		ClockAtRealTime: true,
 	})
