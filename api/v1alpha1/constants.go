@@ -228,6 +228,10 @@ const (
 	// RemediationRequestedAtAnnotation on a remediation CR is the time of the request it answers
 	// (RemediationRequestAnnotation); absent on CRs of nodes found unhealthy.
 	RemediationRequestedAtAnnotation = "remediation.medik8s.io/requested-at"
+	// FailureDomainAnnotation on a remediation CR records the node's failure domain when the CR was
+	// created, as "<topologyKey>=<value>" (spec.failureDomain): a node that later moves to another
+	// domain still counts in this one while the remediation runs, also after a restart.
+	FailureDomainAnnotation = "remediation.medik8s.io/failure-domain"
 	// RemediationRequestBaselineAnnotation on the first remediation CR that answers a request records
 	// the node as the remediation found it, as JSON: {"at": the operator's time (RFC 3339),
 	// "conditions": [the node's conditions of the types the unhealthy conditions name, each with

@@ -47,6 +47,12 @@ type Node struct {
 	// Domain is the node's failure domain: the value of spec.failureDomain.topologyKey's label
 	// (NoDomain when the node has none).
 	Domain string
+	// OtherDomains are the failure domains the node was in lately besides Domain (its label
+	// changed: a kubelet may set topology.kubernetes.io/zone on itself). A node that moved cannot
+	// escape a domain or weigh on another's bound: while it is unhealthy, about to be or under
+	// remediation it counts in each of its domains, it counts in no domain's size, and a domain
+	// held in any of them holds it.
+	OtherDomains []string
 	// BeingRemovedBy says who is removing the node (nodetaints.BeingRemoved), "" when nobody is; only
 	// set where spec.skipNodesBeingRemoved is: no new remediation of it starts and its running one
 	// does not escalate, until the removal has lasted Input.RemovalHold from BeingRemovedSince (when
@@ -573,7 +579,7 @@ func Decide(in Input) Decision {
 		nd := &d.Nodes[i]
 		if nd.Action == ContinueRemediation {
 			r, m := reason, message
-			if held := domainHeld[byName[nd.Name].Domain]; r == "" && held != "" {
+			if held := heldDomain(domainHeld, byName[nd.Name]); r == "" && held != "" {
 				r, m = SkipFailureDomain, held
 			}
 			holdEscalation(in, r, m, byName[nd.Name], nd, &d)
@@ -586,8 +592,8 @@ func Decide(in Input) Decision {
 		switch {
 		case reason != "":
 			skip(nd, reason, message)
-		case domainHeld[n.Domain] != "":
-			skip(nd, SkipFailureDomain, domainHeld[n.Domain])
+		case heldDomain(domainHeld, n) != "":
+			skip(nd, SkipFailureDomain, heldDomain(domainHeld, n))
 		case n.CoveredBy != "":
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
@@ -653,6 +659,8 @@ func limitRequests(d *Decision, skip func(*NodeDecision, SkipReason, string)) {
 // failureDomainsHeld returns, for each failure domain where more selected nodes than the bound are
 // unhealthy or about to be (under remediation or not; a node unhealthy only for its remediation
 // request does not count), why no new remediation starts there. An invalid bound holds every domain.
+// A node that moved between domains lately (Node.OtherDomains) counts as failing in each of them,
+// and in no domain's size.
 func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 	if in.FailureDomain == nil {
 		return nil
@@ -663,9 +671,17 @@ func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 		state[nd.Name] = nd.Health
 	}
 	for _, n := range in.Nodes {
-		size[n.Domain]++
+		// Every domain a node is or was in lately is judged, even one it only counts failing in.
+		size[n.Domain] += 0
+		if len(n.OtherDomains) == 0 {
+			size[n.Domain]++
+		}
 		if h, listed := state[n.Name]; listed && h.State != Healthy && !h.ByRequest {
 			failing[n.Domain]++
+			for _, other := range n.OtherDomains {
+				failing[other]++
+				size[other] += 0
+			}
 		}
 	}
 	held := map[string]string{}
@@ -685,6 +701,20 @@ func failureDomainsHeld(in Input, decisions []NodeDecision) map[string]string {
 		}
 	}
 	return held
+}
+
+// heldDomain says why a domain the node is in, or was in lately, holds its remediation ("": none
+// does).
+func heldDomain(held map[string]string, n *Node) string {
+	if why := held[n.Domain]; why != "" {
+		return why
+	}
+	for _, other := range n.OtherDomains {
+		if why := held[other]; why != "" {
+			return fmt.Sprintf("node %s was in failure domain %s lately: %s", n.Name, other, why)
+		}
+	}
+	return ""
 }
 
 // limitInFlight lets at most in.MaxInFlight selected nodes be under remediation: the nodes already

@@ -278,3 +278,63 @@ func TestFailureDomains(t *testing.T) {
 		}
 	}
 }
+
+// TestFailureDomainsANodeCannotEscape: a node that moved between domains lately (its own kubelet may
+// set its zone label) counts as failing in each of them, in no domain's size, and is held by any of
+// them: leaving a held domain does not start it, joining another holds that one too, and joining one
+// does not lift its percentage bound.
+func TestFailureDomainsANodeCannotEscape(t *testing.T) {
+	minHealthy := intstr.FromString("51%")
+	one, quarter := intstr.FromInt32(1), intstr.FromString("25%")
+	at := func(zone string, n Node, was ...string) Node { n.Domain, n.OtherDomains = zone, was; return n }
+	healthy := func(name, zone string, was ...string) Node {
+		return at(zone, node(name, false, ready(corev1.ConditionTrue, time.Hour)), was...)
+	}
+	sick := func(name, zone string, was ...string) Node {
+		return at(zone, node(name, false, ready(corev1.ConditionUnknown, time.Hour)), was...)
+	}
+	for _, tc := range []struct {
+		name    string
+		bound   intstr.IntOrString
+		nodes   []Node
+		started []string
+		held    []string
+	}{
+		{name: "a failing node that left a held zone is still held, and still counts there", bound: one,
+			nodes: []Node{sick("a1", "a"), sick("fled", "b", "a"), healthy("a2", "a"), healthy("a3", "a"), healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b")},
+			held: []string{"a1", "fled"}},
+		{name: "it also counts in the zone it joined", bound: one,
+			nodes: []Node{sick("b1", "b"), sick("moved", "b", "a"), healthy("a2", "a"), healthy("a3", "a"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b")},
+			held: []string{"b1", "moved"}},
+		// 25% of zone a's 3 nodes is 1; counting the two that joined, 25% of 5 would be 2.
+		{name: "healthy nodes joining a zone do not lift its percentage bound", bound: quarter,
+			nodes: []Node{sick("a1", "a"), sick("a2", "a"), healthy("a3", "a"), healthy("j1", "a", "b"), healthy("j2", "a", "b"),
+				healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b")},
+			held: []string{"a1", "a2"}},
+		{name: "without moves, the same zones go on", bound: one,
+			nodes: []Node{sick("a1", "a"), sick("b0", "b"), healthy("a2", "a"), healthy("a3", "a"), healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b")},
+			started: []string{"a1", "b0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			input := Input{Now: now, Nodes: tc.nodes, UnhealthyConditions: defaults, MinHealthy: &minHealthy,
+				FailureDomain: &FailureDomain{TopologyKey: "topology.kubernetes.io/zone", MaxUnhealthy: tc.bound}}
+			d := Decide(input)
+			checkDecision(t, d, tc.nodes, now)
+			got := d.Started()
+			slices.Sort(got)
+			if !slices.Equal(got, tc.started) {
+				t.Fatalf("started %v, want %v", got, tc.started)
+			}
+			var held []string
+			for _, n := range d.Skipped() {
+				if n.SkipReason == SkipFailureDomain {
+					held = append(held, n.Name)
+				}
+			}
+			slices.Sort(held)
+			if !slices.Equal(held, tc.held) {
+				t.Fatalf("held %v, want %v", held, tc.held)
+			}
+		})
+	}
+}

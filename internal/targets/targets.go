@@ -98,8 +98,9 @@ type Gatherer struct {
 	syncBy map[schema.GroupVersionKind]time.Time
 	probed map[schema.GroupVersionKind]probe
 	// removals remembers when this gatherer first saw each node's removal whose signal carries no
-	// time (removalSince).
+	// time (removalSince); domains the failure domains it saw each node in (otherDomains).
 	removals removalsSeen
+	domains  domainsSeen
 }
 
 // Mode says who gathers: what a snapshot includes and what it takes from where follow from it.
@@ -197,6 +198,9 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 	s, in := assemble(r, o.Mode, g.ReturnGrace)
 	in.RemovalHold = g.RemovalHold
 	g.removalSince(&in, r.now)
+	if fd := s.NHC.Spec.FailureDomain; fd != nil {
+		g.otherDomains(&in, fd.TopologyKey, s.CRs, r.now)
+	}
 	if err := g.addHolds(ctx, s, &in); err != nil {
 		return nil, err
 	}

@@ -695,6 +695,16 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if err != nil {
 		return err
 	}
+	if fd := snap.NHC.Spec.FailureDomain; fd != nil {
+		// The node's domain as the remediation found it: it counts there while the remediation runs,
+		// wherever the node's label says it is later (targets.DomainMemory).
+		annotations := cr.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[remediationv1alpha1.FailureDomainAnnotation] = targets.FailureDomainValue(fd.TopologyKey, target.Labels[fd.TopologyKey])
+		cr.SetAnnotations(annotations)
+	}
 	if !requested.IsZero() {
 		if requested.After(snap.Now) {
 			requested = snap.Now // never record a time later than the operator's (the decision passes none)

@@ -1,6 +1,7 @@
 package remediation_test
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -127,5 +128,53 @@ var _ = Describe("spec.failureDomain", func() {
 		Eventually(func() any {
 			return testutil.Series(nhc.MetricFailureDomainUnhealthy, map[string]string{"nhc": n.Name, "domain": "a"})
 		}).Should(BeNil())
+	})
+})
+
+var _ = Describe("spec.failureDomain, against a node that moves", func() {
+	It("counts a failing node that changes its own zone label in both zones: it escapes nothing, and holds the zone it joined", func(ctx SpecContext) {
+		const key = "topology.kubernetes.io/zone"
+		group := e.Unique("g")
+		zone := func(n *corev1.Node, z string) *corev1.Node {
+			GinkgoHelper()
+			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+			n.Labels[key] = z
+			Expect(e.K8s.Update(ctx, n)).To(Succeed())
+			return n
+		}
+		var a, b []*corev1.Node
+		for range 3 {
+			a = append(a, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "a"))
+			b = append(b, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "b"))
+		}
+		e.SetReady(ctx, a[0], corev1.ConditionUnknown, time.Hour)
+		e.SetReady(ctx, a[1], corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromInt32(2)
+			n.Spec.MinHealthy = &v
+			n.Spec.FailureDomain = &remediationv1alpha1.FailureDomain{TopologyKey: key, MaxUnhealthy: intstr.FromInt32(1)}
+		})
+		Eventually(heldBack(ctx, n, a[0].Name)).Should(BeTrue())
+		Eventually(heldBack(ctx, n, a[1].Name)).Should(BeTrue())
+		e.RemediationDecided(ctx, n)
+
+		By("one of zone a's failing nodes sets its zone to b, as its kubelet may: both stay held")
+		zone(a[1], "b")
+		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(ContainSubstring(fmt.Sprintf("node %s was in failure domain a lately", a[1].Name)))
+		e.RemediationDecided(ctx, n)
+		Consistently(func() int { return len(e.TestCRs(ctx, a[0].Name)()) + len(e.TestCRs(ctx, a[1].Name)()) }).WithTimeout(time.Second).Should(BeZero())
+
+		By("a node of zone b fails: zone b, which the mover joined, is over its bound too")
+		e.SetReady(ctx, b[0], corev1.ConditionUnknown, time.Hour)
+		Eventually(heldBack(ctx, n, b[0].Name)).Should(BeTrue())
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, b[0].Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		By("the mover recovers: zone a holds one failure, zone b one; both are remediated")
+		e.SetReady(ctx, a[1], corev1.ConditionTrue, time.Hour)
+		Eventually(e.TestCRs(ctx, a[0].Name)).Should(HaveLen(1))
+		Eventually(e.TestCRs(ctx, b[0].Name)).Should(HaveLen(1))
+		Expect(e.TestCRs(ctx, b[0].Name)()[0].GetAnnotations()).To(HaveKeyWithValue(remediationv1alpha1.FailureDomainAnnotation, key+"=b"),
+			"the CR records the domain it was created in")
 	})
 })
