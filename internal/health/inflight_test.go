@@ -302,17 +302,17 @@ func TestFailureDomainsANodeCannotEscape(t *testing.T) {
 	}{
 		{name: "a failing node that left a held zone is still held, and still counts there", bound: one,
 			nodes: []Node{sick("a1", "a"), sick("fled", "b", "a"), healthy("a2", "a"), healthy("a3", "a"), healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b")},
-			held: []string{"a1", "fled"}},
+			held:  []string{"a1", "fled"}},
 		{name: "it also counts in the zone it joined", bound: one,
 			nodes: []Node{sick("b1", "b"), sick("moved", "b", "a"), healthy("a2", "a"), healthy("a3", "a"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b")},
-			held: []string{"b1", "moved"}},
+			held:  []string{"b1", "moved"}},
 		// 25% of zone a's 3 nodes is 1; counting the two that joined, 25% of 5 would be 2.
 		{name: "healthy nodes joining a zone do not lift its percentage bound", bound: quarter,
 			nodes: []Node{sick("a1", "a"), sick("a2", "a"), healthy("a3", "a"), healthy("j1", "a", "b"), healthy("j2", "a", "b"),
 				healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b"), healthy("b4", "b")},
 			held: []string{"a1", "a2"}},
 		{name: "without moves, the same zones go on", bound: one,
-			nodes: []Node{sick("a1", "a"), sick("b0", "b"), healthy("a2", "a"), healthy("a3", "a"), healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b")},
+			nodes:   []Node{sick("a1", "a"), sick("b0", "b"), healthy("a2", "a"), healthy("a3", "a"), healthy("b1", "b"), healthy("b2", "b"), healthy("b3", "b")},
 			started: []string{"a1", "b0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
