@@ -42,6 +42,13 @@ const (
 	// for manual confirmation (a negative healthyDelay). Such a remediation holds no maxInFlight
 	// slot; the condition, an event and a metric make sure it is not forgotten.
 	ConditionTypeRemediationsStalled = "RemediationsStalled"
+	// ConditionTypeConditionTimesUntrusted is True while some selected nodes report a condition
+	// whose lastTransitionTime the operator does not trust: later than the manager's clock, earlier
+	// than the node's creation, or, at a change the operator's watch showed, earlier than that
+	// moment or the condition's heartbeat by more than the clock-skew bound (a kubelet's or
+	// node-problem-detector's clock that is off, or a forged time). Such a condition counts from
+	// when the operator saw it change, so a short blip never counts as its whole duration at once.
+	ConditionTypeConditionTimesUntrusted = "ConditionTimesUntrusted"
 	// ConditionTypeMachineHealthCheckOverlap is True while Cluster API MachineHealthChecks cover some
 	// of the selected nodes (reason ConditionReasonCoveredByMachineHealthCheck; the message names
 	// them and how many): those nodes are left to them. Absent otherwise.
@@ -68,6 +75,8 @@ const (
 	// RemediationsStalled=True: some node's steps are exhausted (whatever else waits), or nodes only
 	// wait for manual confirmation.
 	ConditionReasonStepsExhausted       = "StepsExhausted"
+	// ConditionReasonClockOffConditionWriter is the reason of ConditionTimesUntrusted=True.
+	ConditionReasonClockOffConditionWriter = "ConditionWriterClockOff"
 	ConditionReasonAwaitingConfirmation = "AwaitingConfirmation"
 	// ConditionReasonFailureDomainUnhealthy is the reason of FailureDomainUnhealthy=True.
 	ConditionReasonFailureDomainUnhealthy = "FailureDomainUnhealthy"

@@ -74,6 +74,9 @@ func New(clk clock.PassiveClock, bound time.Duration) *Monitor {
 	return &Monitor{clk: clk, bound: max(bound, 0)}
 }
 
+// Bound returns the largest skew accepted (0: the check is off).
+func (m *Monitor) Bound() time.Duration { return m.bound }
+
 // Wrap returns rt measuring every response: install it with rest.Config.Wrap on the manager's
 // config before the manager is created, so that the cache, leader election and every write feed
 // it. A watch's response header arrives when the watch starts, which is a sample like any other.

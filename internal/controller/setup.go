@@ -41,6 +41,11 @@ type Options struct {
 	// RemovalHold bounds how long a node's removal holds its remediation back, where a
 	// NodeHealthCheck skips nodes being removed (health.Input.RemovalHold). Zero: no bound.
 	RemovalHold time.Duration
+	// ConditionChanges, when set, is the record of node condition changes to use (test suites whose
+	// fixtures backdate conditions give one that trusts every time, watch.TrustEveryConditionTime);
+	// a new one otherwise, which does not trust condition times further than the clock-skew bound
+	// from the manager's view of them.
+	ConditionChanges *watch.ConditionChanges
 	// ClockSkew measures the skew between the manager's clock and the API server's and says whether
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
@@ -98,7 +103,16 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	refusals := &targets.Refusals{}
 	// One record of node condition changes for both controllers: they decide alike which nodes came
 	// back.
-	changes := watch.NewConditionChanges(o.Clock)
+	// Condition times further than the clock-skew bound from the manager's view of them are not
+	// trusted (the kubelet's or node-problem-detector's clock, or a forged time).
+	changes := o.ConditionChanges
+	if changes == nil {
+		timeBound := targets.DefaultFutureBound
+		if o.ClockSkew != nil && o.ClockSkew.Bound() > 0 {
+			timeBound = o.ClockSkew.Bound()
+		}
+		changes = watch.NewConditionChanges(o.Clock, timeBound)
+	}
 	if err := changes.Register(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}

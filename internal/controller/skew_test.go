@@ -17,6 +17,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -46,7 +47,9 @@ var (
 			if err := mgr.Add(probe); err != nil {
 				return err
 			}
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clk, ClockSkew: skew})
+			// A node "down for an hour" is a fixture: its condition time is trusted.
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clk, ClockSkew: skew,
+				ConditionChanges: watch.NewConditionChanges(clk, watch.TrustEveryConditionTime)})
 		},
 	})
 )

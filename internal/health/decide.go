@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -68,6 +69,10 @@ type Node struct {
 	// node that came back counts as such whatever wrote its condition (kwok's stock stages keep the
 	// creation time). Empty for changes before the process started: the timestamp alone counts then.
 	SeenChanging map[corev1.NodeConditionType]time.Time
+	// CountFrom is, for each condition whose lastTransitionTime is not to be trusted (its writer's
+	// clock is off, or the time was forged: watch.ConditionChanges), when it counts from instead:
+	// when this process saw it change, or first saw it. Nil: every time is trusted.
+	CountFrom map[corev1.NodeConditionType]time.Time
 	// CRs are the node's remediation CRs of this NodeHealthCheck as escalation sees them (for a
 	// dry-run NodeHealthCheck without real CRs, its simulated ones): a running remediation's
 	// escalation is decided over them and Input.Steps.
@@ -482,7 +487,7 @@ func Decide(in Input) Decision {
 	var returned []time.Time // when each healthy node that came back within ReturnGrace did
 
 	for _, n := range in.Nodes {
-		h := requestedHealth(in, n, EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now))
+		h := requestedHealth(in, n, n.evaluate(in))
 		// A terminating node the termination-handler MachineHealthCheck handles is that
 		// MachineHealthCheck's: counted healthy, as the public operator counts it, and never
 		// remediated here (its own CRs, if it had some before, continue).
@@ -835,7 +840,7 @@ func recheck(until, now time.Time) time.Time {
 func (in Input) MayAct() []string {
 	var out []string
 	for _, n := range in.Nodes {
-		h := requestedHealth(in, n, EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now))
+		h := requestedHealth(in, n, n.evaluate(in))
 		switch {
 		case h.State != Unhealthy:
 		case !n.Remediating:
@@ -845,6 +850,21 @@ func (in Input) MayAct() []string {
 		}
 	}
 	return out
+}
+
+// evaluate is the node's verdict from its conditions (EvaluateNode), each whose time is not trusted
+// counting from when this process saw it change (CountFrom).
+func (n Node) evaluate(in Input) NodeHealth {
+	if len(n.CountFrom) == 0 {
+		return EvaluateNode(in.UnhealthyConditions, n.Conditions, in.Now)
+	}
+	conditions := slices.Clone(n.Conditions)
+	for i := range conditions {
+		if from, ok := n.CountFrom[conditions[i].Type]; ok {
+			conditions[i].LastTransitionTime = metav1.NewTime(from)
+		}
+	}
+	return EvaluateNode(in.UnhealthyConditions, conditions, in.Now)
 }
 
 // repairBudgetExhausted skips the node when its repair budget is exhausted, and makes the decision

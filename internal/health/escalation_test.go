@@ -153,3 +153,4 @@ func TestEarliest(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
+

@@ -234,3 +234,25 @@ func TestRequestBaseline(t *testing.T) {
 		})
 	}
 }
+
+// TestCountFrom: a condition whose time is not trusted (Node.CountFrom) counts from when the
+// manager saw it change, not from its lastTransitionTime: a blip backdated by a slow clock is soon
+// unhealthy, not unhealthy at once.
+func TestCountFrom(t *testing.T) {
+	one := intstr.FromInt32(1)
+	blip := node("blip", false, ready(corev1.ConditionUnknown, time.Hour))
+	healthy := node("h", false, ready(corev1.ConditionTrue, time.Hour))
+	d := Decide(Input{Now: now, Nodes: []Node{blip, healthy}, UnhealthyConditions: defaults, MinHealthy: &one, Steps: simulatedSteps})
+	if nd, _ := findDecision(d, "blip"); nd.Action != StartRemediation {
+		t.Fatalf("trusted: %v, want a start", nd.Action)
+	}
+	blip.CountFrom = map[corev1.NodeConditionType]time.Time{corev1.NodeReady: now.Add(-time.Minute)}
+	d = Decide(Input{Now: now, Nodes: []Node{blip, healthy}, UnhealthyConditions: defaults, MinHealthy: &one, Steps: simulatedSteps})
+	nd, _ := findDecision(d, "blip")
+	if nd.Action != Wait || !nd.Health.Next.Equal(now.Add(4*time.Minute)) {
+		t.Fatalf("untrusted: %v until %v, want Wait until 4 minutes from now", nd.Action, nd.Health.Next)
+	}
+	if blip.Conditions[0].LastTransitionTime.Time.Equal(now.Add(-time.Minute)) {
+		t.Fatal("the node's conditions were changed")
+	}
+}

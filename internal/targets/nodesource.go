@@ -25,4 +25,7 @@ type NodeSource interface {
 // change (watch.ConditionChanges); a nil map when it saw none. The map is read only.
 type ConditionChangeSource interface {
 	Seen(node string) map[corev1.NodeConditionType]time.Time
+	// Untrusted returns, for each condition of the node whose lastTransitionTime is not to be
+	// trusted, when it counts from instead (health.Node.CountFrom); nil: none. Read only.
+	Untrusted(node string) map[corev1.NodeConditionType]time.Time
 }

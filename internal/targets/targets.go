@@ -226,8 +226,9 @@ type reading struct {
 	// unselected are the nodes the stored status lists with remediation CRs that are not selected,
 	// shared with the cache (nil: the node does not exist).
 	unselected map[string]*corev1.Node
-	// seenChanging is, per selected node, when this process saw its conditions change (Changes).
-	seenChanging map[string]map[corev1.NodeConditionType]time.Time
+	// seenChanging is, per selected node, when this process saw its conditions change (Changes);
+	// countFrom, per selected node, when each condition whose time is not trusted counts from.
+	seenChanging, countFrom map[string]map[corev1.NodeConditionType]time.Time
 	// nhcs are every NodeHealthCheck, shared with the cache: read only.
 	nhcs []remediationv1alpha1.NodeHealthCheck
 	// crs are the remediation CRs of every NodeHealthCheck, by owner; kinds what could not be read.
@@ -269,6 +270,12 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 		for _, n := range r.nodes {
 			if seen := g.Changes.Seen(n.Name); seen != nil {
 				r.seenChanging[n.Name] = seen
+			}
+			if from := g.Changes.Untrusted(n.Name); from != nil {
+				if r.countFrom == nil {
+					r.countFrom = map[string]map[corev1.NodeConditionType]time.Time{}
+				}
+				r.countFrom[n.Name] = from
 			}
 		}
 	}
@@ -413,7 +420,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: r.controlPlane[n.Name],
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(r.verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
-			SeenChanging: r.seenChanging[n.Name],
+			SeenChanging: r.seenChanging[n.Name], CountFrom: countFrom(spec.UnhealthyConditions, n, r.countFrom[n.Name]),
 			Repairs:      repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
@@ -461,6 +468,24 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			Message: "storm recovery is on and its state has not been reported in status yet"})
 	}
 	return s, in
+}
+
+// countFrom keeps, of when each of the node's conditions whose time is not trusted counts from,
+// those an unhealthy condition matches (type and status): only they weigh in a decision, and only
+// they are reported (nil: none).
+func countFrom(rules []remediationv1alpha1.UnhealthyCondition, n *corev1.Node, from map[corev1.NodeConditionType]time.Time) map[corev1.NodeConditionType]time.Time {
+	var out map[corev1.NodeConditionType]time.Time
+	for _, c := range n.Status.Conditions {
+		at, untrusted := from[c.Type]
+		if !untrusted || !slices.ContainsFunc(rules, func(u remediationv1alpha1.UnhealthyCondition) bool { return u.Type == c.Type && u.Status == c.Status }) {
+			continue
+		}
+		if out == nil {
+			out = map[corev1.NodeConditionType]time.Time{}
+		}
+		out[c.Type] = at
+	}
+	return out
 }
 
 // decide makes the snapshot's decision from the input.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 )
 
 // Leader election on a short lease, so a standby takes over within about a second of a leader
@@ -184,8 +185,11 @@ func (ms *managers) start() (*instance, error) {
 	if err := mgr.Add(probe); err != nil {
 		return nil, err
 	}
+	// The driver writes condition times on the fake clock, which it steps ahead at once: a watch
+	// event delivered after a step would look late. The operator's distrust of condition times is
+	// tested in the watch and remediation suites (TODO(issue 33.10): a slow-writer move).
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: ms.clock, LeaseNamespace: leaseNamespace,
-		ReturnGrace: returnGrace, ClockSkew: skew}); err != nil {
+		ReturnGrace: returnGrace, ClockSkew: skew, ConditionChanges: watch.NewConditionChanges(ms.clock, watch.TrustEveryConditionTime)}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
@@ -38,7 +39,8 @@ var (
 		},
 		Configure: controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate})
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate,
+				ConditionChanges: watch.NewConditionChanges(clock, watch.TrustEveryConditionTime)}) // fixtures backdate conditions
 		},
 	})
 )

@@ -277,6 +277,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again 
 	r.metrics.syncOngoing(stored.Name, &status)
 	r.metrics.syncWould(stored.Name, &status)
 	r.metrics.syncDeadlines(stored.Name, &status, snap.Input.Steps)
+	syncUntrusted(stored.Name, snap.Input.Nodes)
 	if equality.Semantic.DeepEqual(status, stored.Status) {
 		return 0, nil
 	}
@@ -458,6 +459,7 @@ func (r *Reconciler) forget(name string) {
 	r.metrics.syncExhausted(name, nil)
 	r.metrics.syncDomains(name, nil)
 	r.metrics.syncStalled(name, nil)
+	syncUntrusted(name, nil)
 }
 
 // templateRecheck is how soon a disabled NodeHealthCheck whose template kind cannot be watched

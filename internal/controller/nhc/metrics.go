@@ -53,6 +53,10 @@ const (
 	// (every step exhausted, or waiting for manual confirmation: the RemediationsStalled condition
 	// says which); the series goes with it. Labels: nhc, node. This operator's extension.
 	MetricRemediationStalled = "nodehealthcheck_remediation_stalled"
+	// MetricUntrustedConditionTimes is, per NodeHealthCheck, how many conditions of its nodes report
+	// a lastTransitionTime the operator does not trust (the ConditionTimesUntrusted condition).
+	// Labels: nhc. This operator's extension.
+	MetricUntrustedConditionTimes = "nodehealthcheck_untrusted_condition_times"
 	// MetricRemediationOutcomes counts ended remediations by how they ended (issue 28.5). Labels:
 	// nhc, outcome (one of api/v1alpha1's RemediationOutcome values), step (the 1-based number of
 	// the escalation step that ran last; at most 32 values). This operator's extension.
@@ -101,6 +105,9 @@ var (
 	remediationStalled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: MetricRemediationStalled, Help: "1 per node whose remediation ended without it being done with: every step exhausted, or waiting for manual confirmation",
 	}, []string{"nhc", "node"})
+	untrustedConditionTimes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricUntrustedConditionTimes, Help: "Conditions of the NodeHealthCheck's nodes whose lastTransitionTime the operator does not trust (a writer's clock off by more than the clock-skew bound, or a backdated change): they count from when the operator saw them change",
+	}, []string{"nhc"})
 	remediationOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: MetricRemediationOutcomes, Help: "Ended remediations, by how they ended and the escalation step that ran last",
 	}, []string{"nhc", "outcome", "step"})
@@ -111,7 +118,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(ongoingRemediation, unhealthyNodeDuration, timeToRemediation, timeToRecovery, conditionGauge, wouldRemediate, repairBudgetExhausted, failureDomainUnhealthy,
-		remediationOutcomes, remediationDeadline, remediationStalled)
+		remediationOutcomes, remediationDeadline, remediationStalled, untrustedConditionTimes)
 }
 
 // gaugeKey is one ongoing-remediation series.
@@ -260,6 +267,20 @@ func (m *metricsState) syncWould(nhcName string, st *remediationv1alpha1.NodeHea
 	} else {
 		m.would[nhcName] = current
 	}
+}
+
+// syncUntrusted sets the NodeHealthCheck's count of condition times it does not trust (nil nodes:
+// deleted, the series goes).
+func syncUntrusted(nhcName string, nodes []health.Node) {
+	if nodes == nil {
+		untrustedConditionTimes.DeleteLabelValues(nhcName)
+		return
+	}
+	n := 0
+	for _, node := range nodes {
+		n += len(node.CountFrom)
+	}
+	untrustedConditionTimes.WithLabelValues(nhcName).Set(float64(n))
 }
 
 // syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status to 1, and to 0

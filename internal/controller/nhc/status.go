@@ -117,6 +117,7 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 	setRepairBudgetCondition(&st.Conditions, nhc, d, now)
 	setFailureDomainCondition(&st.Conditions, nhc, d, now)
 	setStalledCondition(&st.Conditions, nhc, d, now)
+	setUntrustedTimesCondition(&st.Conditions, nhc, snap.Input.Nodes, now)
 	setClockSkewCondition(&st.Conditions, nhc, snap.Skew, now)
 	if len(snap.Overlaps) > 0 {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeSelectorOverlap, Status: metav1.ConditionTrue,
@@ -325,6 +326,31 @@ func setStalledCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha
 	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRemediationsStalled, Status: metav1.ConditionTrue,
 		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s%s", total, strings.Join(why, "; "), more),
+		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
+}
+
+// setUntrustedTimesCondition writes ConditionTimesUntrusted while some selected nodes report
+// condition times the operator does not trust (health.Node.CountFrom), naming them and from when
+// each counts, and removes it otherwise.
+func setUntrustedTimesCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha1.NodeHealthCheck, nodes []health.Node, now time.Time) {
+	var which []string
+	for _, n := range nodes {
+		for _, t := range slices.Sorted(maps.Keys(n.CountFrom)) {
+			which = append(which, fmt.Sprintf("node %s's %s counts from %s", n.Name, t, n.CountFrom[t].UTC().Format(time.RFC3339)))
+		}
+	}
+	if len(which) == 0 {
+		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeConditionTimesUntrusted)
+		return
+	}
+	total, more := len(which), ""
+	if total > maxWouldListed {
+		which, more = which[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeConditionTimesUntrusted, Status: metav1.ConditionTrue,
+		Reason: remediationv1alpha1.ConditionReasonClockOffConditionWriter,
+		Message: fmt.Sprintf("%d condition(s) report a lastTransitionTime the operator does not trust (its writer's clock is off by more than the clock-skew bound, or it was dated before the change): "+
+			"each counts from when the operator saw it change: %s%s", total, strings.Join(which, "; "), more),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -19,6 +20,8 @@ import (
 const returnGrace = time.Minute
 
 var (
+	// conditionTimes is the controllers' record of node condition changes.
+	conditionTimes *watch.ConditionChanges
 	// requests records the manager's requests to the API server.
 	requests = &testutil.RequestCounter{}
 	// watches holds back what the manager's watches deliver, for specs of a lagging cache.
@@ -29,7 +32,11 @@ var (
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, RemovalHold: health.DefaultRemovalHold})
+			// The fixtures create nodes whose conditions changed long before (a node "down for an
+			// hour"): every condition time is trusted but in the specs that set a bound.
+			conditionTimes = watch.NewConditionChanges(clock, watch.TrustEveryConditionTime)
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, RemovalHold: health.DefaultRemovalHold,
+				ConditionChanges: conditionTimes})
 		},
 		ClockAtRealTime: true,
 	})

@@ -16,6 +16,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
@@ -32,7 +33,7 @@ var (
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
 			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, Gate: gate, Upgrade: controller.UpgradeOptions{
 				ClusterAPI: true, NodeRollout: true, PauseObject: pauseKey, MaxPause: maxPause,
-			}})
+			}, ConditionChanges: watch.NewConditionChanges(clock, watch.TrustEveryConditionTime)}) // fixtures backdate conditions
 		},
 	})
 )

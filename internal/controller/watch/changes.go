@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,23 +14,52 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 )
 
-// ConditionChanges remembers when this process's node watch showed the status of a node's condition
-// change without its lastTransitionTime moving, on the decisions' clock. The returning-node hold (health.Node.SeenChanging) reads it
-// besides the conditions' lastTransitionTime, which some writers keep when a node turns Ready again
-// (kwok's stock stages keep the creation time). It is memory only: after a restart the timestamps
-// alone count, as before.
+// ConditionChanges remembers, on the decisions' clock, what this process's node watch showed of
+// nodes' conditions changing:
+//   - when a condition's status changed without its lastTransitionTime moving (Seen). The
+//     returning-node hold (health.Node.SeenChanging) reads it besides the conditions'
+//     lastTransitionTime, which some writers keep when a node turns Ready again (kwok's stock stages
+//     keep the creation time);
+//   - which conditions' lastTransitionTime is not to be trusted, and from when they count instead
+//     (Untrusted, health.Node.CountFrom): the kubelet and node-problem-detector write it with the
+//     node's clock (or any value: the kubelet writes its own Node). A time later than the manager's
+//     clock plus the bound, or earlier than the node's creation, is not trusted whenever it is seen;
+//     at a status change the watch showed, neither is one more than the bound before the moment the
+//     watch showed it (the writer's clock runs slow, or it backdated the change: a short blip would
+//     count as the whole duration at once) or than the condition's own heartbeat. Such a condition
+//     counts from when the watch showed the change (or first showed the condition).
+//
+// It is memory only: after a restart the timestamps alone count, but for the times that are never
+// trusted. A node's record holds at most its current condition types, and goes with the node.
 type ConditionChanges struct {
 	clock clock.PassiveClock
+	// bound is how far a condition's time may be from the manager's view of it: the manager's
+	// clock-skew bound (negative: every time is trusted).
+	bound atomic.Int64
 	mu    sync.Mutex
-	// seen maps a node to when each condition type was seen changing; each inner map is replaced,
-	// never changed, so what Seen returned stays as it was.
-	seen map[string]map[corev1.NodeConditionType]time.Time
+	// seen maps a node to when each condition type was seen changing; untrusted to when each
+	// untrusted condition counts from. Each inner map is replaced, never changed, so what Seen and
+	// Untrusted returned stays as it was.
+	seen      map[string]map[corev1.NodeConditionType]time.Time
+	untrusted map[string]map[corev1.NodeConditionType]time.Time
 }
 
-// NewConditionChanges returns an empty record on the clock.
-func NewConditionChanges(c clock.PassiveClock) *ConditionChanges {
-	return &ConditionChanges{clock: c, seen: map[string]map[corev1.NodeConditionType]time.Time{}}
+// TrustEveryConditionTime is a bound that trusts every condition time: for test suites whose
+// fixtures create nodes with conditions that changed long before (a node "down for an hour").
+const TrustEveryConditionTime time.Duration = -1
+
+// NewConditionChanges returns an empty record on the clock, trusting condition times within bound
+// of the manager's view of them.
+func NewConditionChanges(c clock.PassiveClock, bound time.Duration) *ConditionChanges {
+	changes := &ConditionChanges{clock: c, seen: map[string]map[corev1.NodeConditionType]time.Time{},
+		untrusted: map[string]map[corev1.NodeConditionType]time.Time{}}
+	changes.SetBound(bound)
+	return changes
 }
+
+// SetBound sets how far a condition's time may be from the manager's view of it before it is not
+// trusted (TrustEveryConditionTime: never), for the changes seen from now on.
+func (c *ConditionChanges) SetBound(bound time.Duration) { c.bound.Store(int64(bound)) }
 
 // Register records the changes the cache's node informer delivers from now on.
 func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informers) error {
@@ -38,6 +68,11 @@ func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informe
 		return fmt.Errorf("getting the node informer: %w", err)
 	}
 	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.Update(nil, n)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Node)
 			n, ok2 := newObj.(*corev1.Node)
@@ -59,31 +94,85 @@ func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informe
 	return nil
 }
 
-// Update records the condition types whose status differs between the node as it was and as it
-// is while its lastTransitionTime did not move forward: a writer that keeps that time true (a
-// kubelet) says when the change happened better than when the watch delivered it. A condition the
-// node did not have before (a node registering) changed nothing.
+// Update records what changed between the node as it was (nil: as the watch first shows it) and
+// as it is (see ConditionChanges): the condition types whose status differs while their
+// lastTransitionTime did not move forward (a writer that keeps that time true, a kubelet, says when
+// the change happened better than when the watch delivered it; a condition the node did not have
+// before changed nothing), and which condition times it does not trust.
 func (c *ConditionChanges) Update(old, updated *corev1.Node) {
-	var changed []corev1.NodeConditionType
-	for _, cond := range updated.Status.Conditions {
-		if was := condition(old, cond.Type); was != nil && was.Status != cond.Status && !cond.LastTransitionTime.After(was.LastTransitionTime.Time) {
-			changed = append(changed, cond.Type)
-		}
-	}
-	if len(changed) == 0 {
-		return
-	}
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := maps.Clone(c.seen[updated.Name])
-	if next == nil {
-		next = map[corev1.NodeConditionType]time.Time{}
+	var seen, untrusted map[corev1.NodeConditionType]time.Time // allocated only when needed: heartbeats come here too
+	distrust := func(t corev1.NodeConditionType, since time.Time) {
+		if untrusted == nil {
+			untrusted = map[corev1.NodeConditionType]time.Time{}
+		}
+		untrusted[t] = since
 	}
-	for _, t := range changed {
-		next[t] = now
+	before := c.untrusted[updated.Name]
+	for _, cond := range updated.Status.Conditions {
+		was := condition(old, cond.Type)
+		changed := old != nil && (was == nil || was.Status != cond.Status)
+		if changed && was != nil && !cond.LastTransitionTime.After(was.LastTransitionTime.Time) {
+			if seen == nil {
+				seen = maps.Clone(c.seen[updated.Name])
+				if seen == nil {
+					seen = map[corev1.NodeConditionType]time.Time{}
+				}
+			}
+			seen[cond.Type] = now
+		}
+		switch since, ok := before[cond.Type]; {
+		case changed && c.untrustedAt(updated, cond, now, true):
+			distrust(cond.Type, now) // counts from this change
+		case changed:
+			// a change whose time is trusted ends the distrust
+		case ok:
+			distrust(cond.Type, since) // the same status as when it was not trusted
+		case c.untrustedAt(updated, cond, now, false):
+			distrust(cond.Type, now) // first seen so
+		}
 	}
-	c.seen[updated.Name] = next
+	if seen != nil {
+		c.seen[updated.Name] = seen
+	}
+	switch {
+	case untrusted == nil && before != nil:
+		delete(c.untrusted, updated.Name)
+	case untrusted != nil && !maps.Equal(untrusted, before):
+		c.untrusted[updated.Name] = untrusted
+	}
+}
+
+// untrustedAt tells whether the condition's lastTransitionTime is not to be trusted, seen now: later
+// than now plus the bound, or earlier than the node's creation by more than it; and, at a status
+// change the watch showed now, earlier than now or the condition's heartbeat by more than it.
+func (c *ConditionChanges) untrustedAt(n *corev1.Node, cond corev1.NodeCondition, now time.Time, atChange bool) bool {
+	ltt, bound := cond.LastTransitionTime.Time, time.Duration(c.bound.Load())
+	switch {
+	case bound < 0:
+		return false
+	case ltt.IsZero():
+		return false // counts from now anyway (health.EvaluateNode)
+	case ltt.After(now.Add(bound)):
+		return true
+	case !n.CreationTimestamp.IsZero() && ltt.Before(n.CreationTimestamp.Add(-bound)):
+		return true
+	case !atChange:
+		return false
+	case ltt.Before(now.Add(-bound)):
+		return true
+	}
+	return !cond.LastHeartbeatTime.IsZero() && ltt.Before(cond.LastHeartbeatTime.Add(-bound))
+}
+
+// Untrusted returns, for each condition of the node whose lastTransitionTime is not to be trusted,
+// when it counts from instead (nil: none). The map must not be changed.
+func (c *ConditionChanges) Untrusted(node string) map[corev1.NodeConditionType]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.untrusted[node]
 }
 
 // Seen returns when each condition type of the node was seen changing status (nil: none was). The
@@ -98,9 +187,13 @@ func (c *ConditionChanges) forget(node string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.seen, node)
+	delete(c.untrusted, node)
 }
 
 func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
+	if n == nil {
+		return nil
+	}
 	for i := range n.Status.Conditions {
 		if n.Status.Conditions[i].Type == t {
 			return &n.Status.Conditions[i]

@@ -11,7 +11,7 @@ import (
 
 func TestConditionChanges(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
-	c := NewConditionChanges(clock)
+	c := NewConditionChanges(clock, 10*time.Second)
 	node := func(conds ...corev1.NodeCondition) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: conds}}
 	}
@@ -57,5 +57,77 @@ func TestConditionChanges(t *testing.T) {
 	c.forget("n")
 	if got := c.Seen("n"); got != nil {
 		t.Fatalf("a deleted node: seen %v, want nothing", got)
+	}
+}
+
+// TestUntrustedConditionTimes: a condition time later than the manager's clock, earlier than the
+// node's creation, or, at a change the watch showed, earlier than that moment or the condition's
+// heartbeat (a writer whose clock runs slow, a backdated change), is not trusted: the condition
+// counts from when the watch showed it; a later change with a true time ends that.
+func TestUntrustedConditionTimes(t *testing.T) {
+	start := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clock := clocktesting.NewFakePassiveClock(start)
+	c := NewConditionChanges(clock, 10*time.Second)
+	created := metav1.NewTime(start.Add(-24 * time.Hour))
+	node := func(conds ...corev1.NodeCondition) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", CreationTimestamp: created}, Status: corev1.NodeStatus{Conditions: conds}}
+	}
+	ready := func(s corev1.ConditionStatus, transition, heartbeat time.Time) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeReady, Status: s, LastTransitionTime: metav1.NewTime(transition), LastHeartbeatTime: metav1.NewTime(heartbeat)}
+	}
+	healthy := ready(corev1.ConditionTrue, start.Add(-time.Hour), start)
+
+	c.Update(nil, node(healthy))
+	if got := c.Untrusted("n"); got != nil {
+		t.Fatalf("a node as first listed, its times plausible: %v", got)
+	}
+	for _, tc := range []struct {
+		name    string
+		cond    corev1.NodeCondition
+		trusted bool
+	}{
+		{"a change with a true time", ready(corev1.ConditionFalse, start.Add(-2*time.Second), start.Add(-2*time.Second)), true},
+		{"a slow writer's clock: an hour before the watch showed it", ready(corev1.ConditionFalse, start.Add(-time.Hour), start.Add(-time.Hour)), false},
+		{"backdated: earlier than its own heartbeat", ready(corev1.ConditionFalse, start.Add(-20*time.Second), start), false},
+		{"a fast writer's clock: ahead of the manager's", ready(corev1.ConditionFalse, start.Add(time.Hour), start.Add(time.Hour)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewConditionChanges(clock, 10*time.Second)
+			c.Update(nil, node(healthy))
+			c.Update(node(healthy), node(tc.cond))
+			from, untrusted := c.Untrusted("n")[corev1.NodeReady]
+			if untrusted == tc.trusted || (untrusted && !from.Equal(start)) {
+				t.Fatalf("untrusted %v from %v, want trusted %v", untrusted, from, tc.trusted)
+			}
+			if untrusted {
+				// A heartbeat with the same status keeps the distrust, and its start.
+				clock.SetTime(start.Add(time.Minute))
+				defer clock.SetTime(start)
+				again := tc.cond
+				again.LastHeartbeatTime = metav1.NewTime(again.LastHeartbeatTime.Add(time.Minute))
+				c.Update(node(tc.cond), node(again))
+				if got := c.Untrusted("n")[corev1.NodeReady]; !got.Equal(start) {
+					t.Fatalf("after a heartbeat: from %v, want %v", got, start)
+				}
+				// A change with a true time ends it.
+				back := ready(corev1.ConditionTrue, clock.Now(), clock.Now())
+				c.Update(node(again), node(back))
+				if got := c.Untrusted("n"); got != nil {
+					t.Fatalf("after a change with a true time: %v", got)
+				}
+			}
+		})
+	}
+	// Never trusted, whenever seen: a time ahead of the manager's clock, or before the node existed.
+	for _, cond := range []corev1.NodeCondition{ready(corev1.ConditionFalse, start.Add(time.Hour), start), ready(corev1.ConditionFalse, created.Add(-time.Hour), start)} {
+		c := NewConditionChanges(clock, 10*time.Second)
+		c.Update(nil, node(cond))
+		if got, ok := c.Untrusted("n")[corev1.NodeReady]; !ok || !got.Equal(start) {
+			t.Fatalf("first listed with %v: %v", cond.LastTransitionTime, c.Untrusted("n"))
+		}
+		c.forget("n")
+		if c.Untrusted("n") != nil {
+			t.Fatal("a deleted node's record stays")
+		}
 	}
 }

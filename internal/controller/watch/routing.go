@@ -185,6 +185,9 @@ func (a *Affected) all() []reconcile.Request {
 func (a *Affected) NodeEvents() handler.EventHandler {
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if created, ok := e.Object.(*corev1.Node); ok && a.Changes != nil {
+				a.Changes.Update(nil, created) // a condition time it does not trust, before any decision
+			}
 			a.nodeChanged(e.Object.GetName(), e.Object.GetLabels())
 			enqueue(q, a.ByNode(e.Object.GetLabels()))
 		},
