@@ -74,10 +74,10 @@ const (
 	// ConditionReasonStepsExhausted and ConditionReasonAwaitingConfirmation are the reasons of
 	// RemediationsStalled=True: some node's steps are exhausted (whatever else waits), or nodes only
 	// wait for manual confirmation.
-	ConditionReasonStepsExhausted       = "StepsExhausted"
+	ConditionReasonStepsExhausted = "StepsExhausted"
 	// ConditionReasonClockOffConditionWriter is the reason of ConditionTimesUntrusted=True.
 	ConditionReasonClockOffConditionWriter = "ConditionWriterClockOff"
-	ConditionReasonAwaitingConfirmation = "AwaitingConfirmation"
+	ConditionReasonAwaitingConfirmation    = "AwaitingConfirmation"
 	// ConditionReasonFailureDomainUnhealthy is the reason of FailureDomainUnhealthy=True.
 	ConditionReasonFailureDomainUnhealthy = "FailureDomainUnhealthy"
 	// ConditionReasonCoveredByMachineHealthCheck is the reason of MachineHealthCheckOverlap=True.

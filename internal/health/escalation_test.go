@@ -153,4 +153,3 @@ func TestEarliest(t *testing.T) {
 		t.Errorf("got %v", got)
 	}
 }
-

@@ -421,7 +421,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: r.controlPlane[n.Name],
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(r.verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
 			SeenChanging: r.seenChanging[n.Name], CountFrom: countFrom(spec.UnhealthyConditions, n, r.countFrom[n.Name]),
-			Repairs:      repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
+			Repairs: repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
 			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
 		}
