@@ -217,10 +217,15 @@ const (
 	// ManuallyConfirmedHealthyAnnotation on a Node (any value) lets NodeHealthCheck skip healthyDelay
 	// for that node. The operator removes it once the node's remediation CRs are gone.
 	ManuallyConfirmedHealthyAnnotation = "remediation.medik8s.io/manually-confirmed-healthy"
-	// RepairBudgetResetAnnotation on a Node, set to a time (RFC 3339), makes spec.repairBudget count
-	// only the node's remediations started after it: an administrator who repaired a node resets its
-	// budget with kubectl annotate node <node> remediation.medik8s.io/repair-budget-reset=$(date -u
-	// +%Y-%m-%dT%H:%M:%SZ) --overwrite. A value that is not such a time is ignored.
+	// RepairBudgetResetAnnotation on a NodeHealthCheck makes spec.repairBudget count only the
+	// remediations started after a time (RFC 3339): "<node>=<time>" entries, separated by commas or
+	// spaces, for the nodes named, or a bare "<time>" for every node. An administrator who repaired
+	// node w1 resets its budget with kubectl annotate nhc <name>
+	// remediation.medik8s.io/repair-budget-reset=w1=$(date -u +%Y-%m-%dT%H:%M:%SZ) --overwrite. An
+	// entry that is not such a time, or is dated after the operator's time beyond the clock-skew
+	// bound, is ignored with an event. The same annotation on a Node is not trusted (the node's own
+	// kubelet may write any annotation on it, and would clear its own history): it is ignored, with
+	// an event saying where to set it.
 	RepairBudgetResetAnnotation = "remediation.medik8s.io/repair-budget-reset"
 	// RemediationRequestAnnotation on a Node, set to a time (RFC 3339), asks the NodeHealthCheck that
 	// selects the node to remediate it now, where spec.allowRemediationRequests is set: kubectl

@@ -39,6 +39,9 @@ const (
 	EventReasonRemediationRemoved = "RemediationRemoved"
 	// EventReasonNoTemplateLeft (warning): the last escalation step timed out or failed.
 	EventReasonNoTemplateLeft = "NoTemplateLeft"
+	// EventReasonInvalidAnnotation (warning), regarding a NodeHealthCheck: one of its annotations the
+	// operator reads (repair-budget-reset) holds an entry it ignores, and why.
+	EventReasonInvalidAnnotation = "InvalidAnnotation"
 	// EventReasonRemovalHoldExpired (warning), regarding a node: the node has been being removed for
 	// longer than the operator's --removal-hold (a drain or finalizer that never completes); the
 	// removal holds its remediation back no longer (spec.skipNodesBeingRemoved).

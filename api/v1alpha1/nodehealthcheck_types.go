@@ -132,9 +132,10 @@ type NodeHealthCheckSpec struct {
 
 	// RepairBudget, when set, limits how often one node is remediated: a node whose remediation
 	// started maxRemediations times within the window gets no new one until the oldest of them is
-	// older than the window (condition RepairBudgetExhausted, event and metric say so). Setting the
-	// node annotation remediation.medik8s.io/repair-budget-reset to a time (RFC 3339) stops counting
-	// remediations started at or before it. The starts are recorded in
+	// older than the window (condition RepairBudgetExhausted, event and metric say so). The
+	// NodeHealthCheck's annotation remediation.medik8s.io/repair-budget-reset, "<node>=<time>" (RFC
+	// 3339) entries or a bare time for every node, stops counting remediations started at or before
+	// it (never the node's own annotation, which its kubelet may write). The starts are recorded in
 	// status.remediationHistory, so the count survives restarts and leader changes. Unset: no limit
 	// (as the public operator). An extension of this operator.
 	// +optional

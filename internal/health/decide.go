@@ -875,8 +875,8 @@ func repairBudgetExhausted(b RepairBudget, n *Node, now time.Time, nd *NodeDecis
 		return false
 	}
 	nd.Action, nd.SkipReason = Skip, SkipRepairBudget
-	nd.SkipMessage = fmt.Sprintf("node %s was remediated %d time(s) within %s (spec.repairBudget); the next remediation may start at %s, or after %s is set on the node",
-		n.Name, len(b.Counted(n.Repairs, now)), b.Window, until.UTC().Format(time.RFC3339), remediationv1alpha1.RepairBudgetResetAnnotation)
+	nd.SkipMessage = fmt.Sprintf("node %s was remediated %d time(s) within %s (spec.repairBudget); the next remediation may start at %s, or after %s=%s=<time> is set on the NodeHealthCheck",
+		n.Name, len(b.Counted(n.Repairs, now)), b.Window, until.UTC().Format(time.RFC3339), remediationv1alpha1.RepairBudgetResetAnnotation, n.Name)
 	d.Next = Earliest(d.Next, until)
 	return true
 }

@@ -1,7 +1,9 @@
 package targets
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,32 +69,92 @@ func (s *Snapshot) repairStarts(n *corev1.Node) (real, simulated []time.Time) {
 	return real, simulated
 }
 
-// repairReset returns the time in the node's repair-budget-reset annotation: starts up to it are not
-// counted. Whoever may patch the Node can write it (its kubelet too, NodeRestriction does not limit
-// annotations): it is parsed once and bounded. A value that is not an RFC 3339 time is refused, and
-// so is one dated after now beyond the skew bound (it would turn the budget off until that date);
-// one dated a moment ahead, within the bound, takes effect at its time. Refusals are reported
-// (RefusedInputs).
-func (s *Snapshot) repairReset(n *corev1.Node) (time.Time, bool) {
-	v, ok := n.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation]
+// The repair budget's reset: an administrator who repaired a node stops counting its earlier
+// remediations. It is read from the NodeHealthCheck (RepairBudgetResetAnnotation), which nodes cannot
+// write: the same annotation on the Node is refused, since a node's kubelet may write any annotation
+// on its own Node and would clear its own history (then a node that claims to be down would be
+// remediated without end, taking maxInFlight slots from nodes that are).
+
+// budgetResets are the resets the NodeHealthCheck's annotation gives, parsed once per snapshot.
+type budgetResets struct {
+	// all is a reset for every node (zero: none); byNode the resets of named nodes.
+	all    time.Time
+	byNode map[string]time.Time
+	// refused says, for each entry it ignores, why (events on the NodeHealthCheck).
+	refused []string
+}
+
+// maxResetEntries bounds how many entries of the annotation are read: far more than the nodes an
+// administrator repairs at once.
+const maxResetEntries = 1000
+
+// resets parses the NodeHealthCheck's repair-budget-reset annotation, once.
+func (s *Snapshot) resets() *budgetResets {
+	if s.budgetResets != nil {
+		return s.budgetResets
+	}
+	r := &budgetResets{}
+	s.budgetResets = r
+	v, ok := s.Stored.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation]
 	if !ok {
-		return time.Time{}, false
+		return r
 	}
-	reset, err := nodeinput.Time(v)
-	switch {
-	case err != nil:
-		s.refuse(n.Name, remediationv1alpha1.RepairBudgetResetAnnotation, v, RefusedNotATime, "is %v (for example %s)", err, s.Now.UTC().Format(time.RFC3339))
-		return time.Time{}, false
-	case reset.After(s.Now.Add(s.FutureBound())):
-		s.refuse(n.Name, remediationv1alpha1.RepairBudgetResetAnnotation, v, RefusedFuture,
-			"is dated %s, more than %s (the clock-skew bound) after the operator's time %s (a reset dated ahead would turn the budget off until then)",
-			reset.UTC().Format(time.RFC3339), s.FutureBound(), s.Now.UTC().Format(time.RFC3339))
-		return time.Time{}, false
-	case reset.After(s.Now):
-		s.inputDue = health.Earliest(s.inputDue, reset)
-		return time.Time{}, false
+	entries := strings.FieldsFunc(v, func(c rune) bool { return c == ',' || c == ' ' || c == '\n' || c == '\t' })
+	if len(entries) > maxResetEntries {
+		r.refused = append(r.refused, fmt.Sprintf("only its first %d of %d entries are read", maxResetEntries, len(entries)))
+		entries = entries[:maxResetEntries]
 	}
-	return reset, true
+	for _, e := range entries {
+		node, value, named := strings.Cut(e, "=")
+		if !named {
+			node, value = "", e
+		}
+		at, err := nodeinput.Time(value)
+		switch {
+		case err != nil:
+			r.refused = append(r.refused, fmt.Sprintf("entry %s is %v (want <node>=<time> or <time>, for example %s)", nodeinput.Quote(e), err, s.Now.UTC().Format(time.RFC3339)))
+			continue
+		case at.After(s.Now.Add(s.FutureBound())):
+			r.refused = append(r.refused, fmt.Sprintf("entry %s is dated more than %s (the clock-skew bound) after the operator's time %s (a reset dated ahead would turn the budget off until then)",
+				nodeinput.Quote(e), s.FutureBound(), s.Now.UTC().Format(time.RFC3339)))
+			continue
+		case at.After(s.Now):
+			s.inputDue = health.Earliest(s.inputDue, at) // takes effect at its time
+			continue
+		}
+		if !named {
+			r.all = Later(r.all, at)
+			continue
+		}
+		if r.byNode == nil {
+			r.byNode = map[string]time.Time{}
+		}
+		r.byNode[node] = Later(r.byNode[node], at)
+	}
+	return r
+}
+
+// ResetRefusals says why the NodeHealthCheck's repair-budget-reset annotation, or entries of it, are
+// ignored (none: nil).
+func (s *Snapshot) ResetRefusals() []string {
+	if s.NHC.Spec.RepairBudget == nil {
+		return nil
+	}
+	return s.resets().refused
+}
+
+// repairReset returns when the node's repair budget was reset (starts up to it are not counted):
+// the latest of the NodeHealthCheck's entries for it and for every node. The node's own annotation
+// is refused and reported (RefusedInputs).
+func (s *Snapshot) repairReset(n *corev1.Node) (time.Time, bool) {
+	if v, ok := n.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation]; ok {
+		s.refuse(n.Name, remediationv1alpha1.RepairBudgetResetAnnotation, v, RefusedUntrusted,
+			"the node's own kubelet may write it, and would clear its own history; to reset the node's repair budget, set %s=%s=<time> on NodeHealthCheck %s",
+			remediationv1alpha1.RepairBudgetResetAnnotation, n.Name, s.Stored.Name)
+	}
+	r := s.resets()
+	reset := Later(r.all, r.byNode[n.Name])
+	return reset, !reset.IsZero()
 }
 
 // runningSince returns when the node's running remediation started: its oldest CR's creation

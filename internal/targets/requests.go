@@ -41,6 +41,7 @@ const (
 	RefusedNotATime   = "not-a-time"
 	RefusedFuture     = "future"
 	RefusedExpired    = "expired"
+	RefusedUntrusted  = "untrusted"
 )
 
 // DefaultFutureBound is how far after now a time a node wrote may be dated and still be taken as

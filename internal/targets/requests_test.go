@@ -169,3 +169,50 @@ func TestBaselineRoundTrip(t *testing.T) {
 		t.Fatal("a baseline that does not parse counted")
 	}
 }
+
+// TestRepairBudgetResets: the reset is read from the NodeHealthCheck (entries per node or for every
+// node), never from the node, and bounded in time.
+func TestRepairBudgetResets(t *testing.T) {
+	at := func(ago time.Duration) string { return assembleNow.Add(-ago).UTC().Format(time.RFC3339) }
+	for _, tc := range []struct {
+		name, nhc, node string
+		reset           time.Duration // ago; 0: none
+		refused         string        // of the NodeHealthCheck's annotation
+		nodeRefused     bool
+	}{
+		{name: "none"},
+		{name: "an entry for the node", nhc: "w1=" + at(time.Hour), reset: time.Hour},
+		{name: "entries for others", nhc: "w2=" + at(time.Hour) + ", w3=" + at(time.Minute)},
+		{name: "a bare time for every node", nhc: at(2 * time.Hour), reset: 2 * time.Hour},
+		{name: "the latest counts", nhc: at(2*time.Hour) + " w1=" + at(time.Hour), reset: time.Hour},
+		{name: "not a time", nhc: "w1=yesterday", refused: "is not an RFC 3339 time"},
+		{name: "dated ahead beyond the skew bound", nhc: "w1=" + at(-time.Hour), refused: "more than 10s (the clock-skew bound)"},
+		{name: "the node's own annotation is not trusted", node: at(time.Minute), nodeRefused: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := testReading(t, func(r *reading) {
+				r.nhc.Spec.RepairBudget = &remediationv1alpha1.RepairBudget{MaxRemediations: 1, Window: metav1.Duration{Duration: 24 * time.Hour}}
+				if tc.nhc != "" {
+					r.stored.Annotations = map[string]string{remediationv1alpha1.RepairBudgetResetAnnotation: tc.nhc}
+				}
+				if tc.node != "" {
+					n := r.nodes[0].DeepCopy()
+					n.Annotations = map[string]string{remediationv1alpha1.RepairBudgetResetAnnotation: tc.node}
+					r.nodes[0] = n
+				}
+			})
+			s, _ := assemble(r, Acting, 0)
+			reset, ok := s.repairReset(r.nodes[0])
+			if want := assembleNow.Add(-tc.reset); ok != (tc.reset != 0) || (ok && !reset.Equal(want)) {
+				t.Errorf("reset %v (%v), want %v ago", reset, ok, tc.reset)
+			}
+			refused := strings.Join(s.ResetRefusals(), "; ")
+			if (tc.refused == "") != (refused == "") || !strings.Contains(refused, tc.refused) {
+				t.Errorf("refused %q, want %q", refused, tc.refused)
+			}
+			if _, got := s.RefusedInput("w1", remediationv1alpha1.RepairBudgetResetAnnotation); got != tc.nodeRefused {
+				t.Errorf("the node's annotation refused: %v, want %v", got, tc.nodeRefused)
+			}
+		})
+	}
+}

@@ -160,6 +160,8 @@ type Snapshot struct {
 	// (RefusedInputs); inputDue is when the first of those dated a moment ahead takes effect.
 	refused  []RefusedInput
 	inputDue time.Time
+	// budgetResets is the NodeHealthCheck's repair-budget-reset annotation, parsed (resets).
+	budgetResets *budgetResets
 	// CRs are the NodeHealthCheck's remediation CRs by node name, found by their owner reference in
 	// every remediation kind any NodeHealthCheck references now or lists in its status.
 	CRs map[string][]unstructured.Unstructured

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -771,19 +772,28 @@ func (w *world) changeLeader() (string, error) {
 	return fmt.Sprintf("leader %s stopped, standby %s takes over", leader.name, standby.name), nil
 }
 
-// resetBudget plays an administrator who repaired the node: its repair-budget-reset annotation is
-// set to now (the API server's clock: the host's), so earlier remediations no longer count.
+// resetBudget plays an administrator who repaired the node: the NodeHealthChecks' repair-budget-reset
+// annotation gets an entry for it at now (the API server's clock: the host's), so its earlier
+// remediations no longer count. (The node's own annotation is not trusted: its kubelet may write it.)
 func (w *world) resetBudget(ctx context.Context, name string) (string, error) {
 	at := time.Now().UTC().Truncate(time.Second)
-	value := at.Format(time.RFC3339)
-	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
-		remediationv1alpha1.RepairBudgetResetAnnotation: value}}}); err != nil {
-		return "", err
-	}
 	n := w.cur.Nodes[name]
 	n.ResetAt = at
 	w.cur.Nodes[name] = n
-	return fmt.Sprintf("%s annotated %s=%s", name, remediationv1alpha1.RepairBudgetResetAnnotation, value), nil
+	var entries []string
+	for _, node := range slices.Sorted(maps.Keys(w.cur.Nodes)) {
+		if r := w.cur.Nodes[node].ResetAt; !r.IsZero() {
+			entries = append(entries, node+"="+r.Format(time.RFC3339))
+		}
+	}
+	value := strings.Join(entries, ",")
+	for _, h := range w.cur.nhcNames() {
+		if err := w.patchNHC(ctx, h, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+			remediationv1alpha1.RepairBudgetResetAnnotation: value}}}); err != nil {
+			return "", fmt.Errorf("resetting %s's budget on %s: %w", name, h, err)
+		}
+	}
+	return fmt.Sprintf("NodeHealthChecks annotated %s=%s=%s", remediationv1alpha1.RepairBudgetResetAnnotation, name, at.Format(time.RFC3339)), nil
 }
 
 // setSkew shifts the clock of the managers' skew monitors by d from the API server's and waits

@@ -195,7 +195,7 @@ func (w *world) deleteNode(ctx context.Context, name string) error {
 	}
 	w.wrote(obj, true)
 	n := w.cur.Nodes[name]
-	n.Exists, n.Excluded, n.ResetAt = false, false, time.Time{}
+	n.Exists, n.Excluded = false, false // a reset stays: it is on the NodeHealthChecks, by name
 	w.cur.Nodes[name] = n
 	return nil
 }

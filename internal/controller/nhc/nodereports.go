@@ -114,6 +114,7 @@ func (r *Reconciler) reportNodeInputs(snap *targets.Snapshot) {
 		current[node][report] = true
 		return r.reports.first(name, node, report, hash) && r.Recorder != nil
 	}
+	current[nhcItself] = nil
 	for _, n := range snap.Nodes {
 		current[n.Name] = nil
 		if value, ok := n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel]; ok && value == "" && due(n.Name, reportEmptyExclusion, "") {
@@ -156,12 +157,21 @@ func (r *Reconciler) reportNodeInputs(snap *targets.Snapshot) {
 				"Remediation request %s=%s of node %s is ignored: %s", refused.Annotation, refused.Value, refused.Node, refused.Why)
 		case remediationv1alpha1.RepairBudgetResetAnnotation:
 			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeAnnotation, "Validate",
-				"Annotation %s=%s %s and is ignored: NodeHealthCheck %s's repair budget still counts the node's earlier remediations",
-				refused.Annotation, refused.Value, refused.Why, name)
+				"Annotation %s=%s on node %s is ignored: %s", refused.Annotation, refused.Value, refused.Node, refused.Why)
 		default:
 			r.Recorder.Eventf(n, snap.Stored, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidNodeAnnotation, "Validate",
 				"Annotation %s=%s %s and is ignored by NodeHealthCheck %s", refused.Annotation, refused.Value, refused.Why, name)
 		}
 	}
+	// The NodeHealthCheck's own reset annotation: once per refusal, on the NodeHealthCheck.
+	for _, why := range snap.ResetRefusals() {
+		if due(nhcItself, nodeReport(remediationv1alpha1.RepairBudgetResetAnnotation+"/"+nodeinput.Hash(why)), "") {
+			r.Recorder.Eventf(snap.Stored, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonInvalidAnnotation, "Validate",
+				"Annotation %s of NodeHealthCheck %s: %s; it is ignored", remediationv1alpha1.RepairBudgetResetAnnotation, name, why)
+		}
+	}
 	r.reports.keep(name, current)
 }
+
+// nhcItself keys the reports about the NodeHealthCheck's own annotations (no node has an empty name).
+const nhcItself = ""

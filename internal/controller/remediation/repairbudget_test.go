@@ -68,16 +68,26 @@ var _ = Describe("The repair budget", func() {
 		// The count is in the API: a decision made afresh from it (as after a restart) holds the node back too.
 		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
 
-		By("a reset that is not a time is ignored, and said so")
-		patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"yesterday"}}}`)
+		By("the node resets its own budget, as its kubelet may write any annotation on it: ignored, and said so")
+		now := time.Now().UTC().Format(time.RFC3339)
+		patch := []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + now + `"}}}`)
 		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
 		Eventually(e.EventNotes(ctx, node.Name, remediationv1alpha1.EventReasonInvalidNodeAnnotation)).Should(ContainElement(
-			And(ContainSubstring(`%s="yesterday" is not an RFC 3339 time`, remediationv1alpha1.RepairBudgetResetAnnotation), ContainSubstring(n.Name))))
+			And(ContainSubstring(`%s="%s" on node %s is ignored: the node's own kubelet may write it`, remediationv1alpha1.RepairBudgetResetAnnotation, now, node.Name),
+				ContainSubstring("set %s=%s=<time> on NodeHealthCheck %s", remediationv1alpha1.RepairBudgetResetAnnotation, node.Name, n.Name))))
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, node.Name)).WithTimeout(time.Second).Should(BeEmpty())
+
+		By("a reset on the NodeHealthCheck that is not a time is ignored, and said so")
+		patch = []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + node.Name + `=yesterday"}}}`)
+		Expect(e.K8s.Patch(ctx, n, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonInvalidAnnotation)).Should(ContainElement(
+			ContainSubstring(`entry "%s=yesterday" is not an RFC 3339 time`, node.Name)))
 		Expect(decisions(ctx, n, nodes)()[0]).To(Equal("Skip RepairBudgetExhausted"))
 
-		By("an administrator resets the budget: the node is remediated")
-		patch = []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
-		Expect(e.K8s.Patch(ctx, node, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
+		By("an administrator resets the node's budget on the NodeHealthCheck: the node is remediated")
+		patch = []byte(`{"metadata":{"annotations":{"` + remediationv1alpha1.RepairBudgetResetAnnotation + `":"` + node.Name + `=` + time.Now().UTC().Format(time.RFC3339) + `"}}}`)
+		Expect(e.K8s.Patch(ctx, n, client.RawPatch("application/merge-patch+json", patch))).To(Succeed())
 		Eventually(e.TestCRs(ctx, node.Name)).Should(HaveLen(1))
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
