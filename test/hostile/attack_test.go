@@ -314,6 +314,8 @@ var _ = Describe("A hostile kubelet", func() {
 		AddReportEntry("what the node did", a.stats.summary())
 		AddReportEntry("what the operator did", summary)
 		GinkgoWriter.Printf("What the node did:\n%s\nWhat the operator did:\n%s", a.stats.summary(), summary)
-		Expect(broken).To(BeEmpty(), "seed %d (replay: %s=%d %s=%s):\n%s", seed, seedEnv, seed, durationEnv, duration, strings.Join(broken, "\n"))
+		if len(broken) > 0 {
+			Fail(fmt.Sprintf("%d invariant(s) broken; seed %d (replay: %s=%d %s=%s):\n%s", len(broken), seed, seedEnv, seed, durationEnv, duration, strings.Join(broken, "\n")))
+		}
 	})
 })

@@ -100,8 +100,8 @@ var actions = []struct {
 }
 
 // step does one random action and counts its writes and its outcome: a refusal by the API server
-// (forbidden, invalid, not found, a conflict) is what a hostile node expects; any other error is
-// recorded in Errors.
+// (forbidden, invalid, not found, a conflict, throttled) is what a hostile node expects; any other
+// error is recorded in Errors.
 func (a *attacker) step(ctx context.Context) {
 	total := 0
 	for _, x := range actions {
@@ -121,7 +121,9 @@ func (a *attacker) step(ctx context.Context) {
 		switch {
 		case err == nil:
 		case ctx.Err() != nil:
-		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsBadRequest(err):
+		case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsBadRequest(err),
+			// The API server's priority and fairness throttling the node is a refusal too.
+			apierrors.IsTooManyRequests(err):
 			a.stats.Refused[x.name]++
 			a.stats.Refusals[fmt.Sprintf("%s: %s", x.name, apierrors.ReasonForError(err))]++
 		default:

@@ -170,8 +170,9 @@ func residentBytes(pid int) (float64, error) {
 }
 
 // eventWriteErrors are what client-go's events.k8s.io broadcaster logs when the API server refuses
-// an event or it cannot be written.
-var eventWriteErrors = regexp.MustCompile(`Server rejected event|Unable to write event|Unable to construct event`)
+// an event, the event cannot be built, or it gave up retrying ("may retry after sleeping", a
+// transient error, is not one).
+var eventWriteErrors = regexp.MustCompile(`Server rejected event|Unable to construct event|retry limit exceeded`)
 
 // logScan reads a manager's output: it counts the lines that report an event write error, keeps
 // the first of them and the last lines (each cut to lineKeep bytes), and copies everything to
