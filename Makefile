@@ -109,6 +109,15 @@ test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plan
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
 	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
+# The hostile-kubelet suite (test/hostile, docs/e2e.md): a node with its own credentials attacks the
+# running manager for HOSTILE_DURATION (60s in `make test`); HOSTILE_SEED= replays a run.
+HOSTILE_DURATION ?= 60s
+HOSTILE_SEED ?=
+
+.PHONY: test-hostile
+test-hostile: $(CONTROLPLANE_DEP) image ## Run only the hostile-kubelet suite, verbosely (HOSTILE_DURATION, default 60s; HOSTILE_SEED= replays a run).
+	NHC_HOSTILE_DURATION=$(HOSTILE_DURATION) NHC_HOSTILE_SEED=$(HOSTILE_SEED) go test -count=1 -timeout 60m ./test/hostile/ -ginkgo.v
+
 # The real-node suite (test/realnode): a one-node cluster on this machine (the control plane, containerd,
 # runc, the kubelet, kube-proxy, a CNI bridge), the image imported into containerd and the packaged
 # chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`

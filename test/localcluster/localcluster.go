@@ -62,6 +62,9 @@ type StartOptions struct {
 	// AuditPolicy is an audit policy (audit.k8s.io/v1 YAML, see UserAuditPolicy); when set, the API
 	// server writes its audit events as JSON lines to Cluster.AuditLog, before it answers each request.
 	AuditPolicy string
+	// APIServerFlags are extra kube-apiserver flags (name without dashes: value), each replacing
+	// envtest's default of that name, for example "authorization-mode": "Node,RBAC".
+	APIServerFlags map[string]string
 }
 
 // Start starts the control plane with the test remediators' CRDs (the NodeHealthCheck CRD and the
@@ -96,6 +99,9 @@ func StartWith(o StartOptions) (*Cluster, error) {
 	api.Configure().Set("enable-aggregator-routing", "true")
 	// On SIGTERM, end open watches within this grace period instead of waiting for them.
 	api.Configure().Set("shutdown-watch-termination-grace-period", "2s")
+	for name, value := range o.APIServerFlags {
+		api.Configure().Set(name, value)
+	}
 	auditLog, err := configureAudit(api, dir, o.AuditPolicy)
 	if err != nil {
 		_ = os.RemoveAll(dir)
