@@ -3,7 +3,6 @@ package watch
 import (
 	"context"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -62,7 +61,9 @@ func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informe
 // Update records the condition types whose status differs between the node as it was and as it
 // is while its lastTransitionTime did not move forward: a writer that keeps that time true (a
 // kubelet) says when the change happened better than when the watch delivered it. A condition the
-// node did not have before (a node registering) changed nothing.
+// node did not have before (a node registering) changed nothing. It forgets the types the node no
+// longer has: the node writes its condition types itself, so the record holds no more than the
+// node carries now (and nothing once the node is deleted).
 func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 	var changed []corev1.NodeConditionType
 	for _, cond := range updated.Status.Conditions {
@@ -70,20 +71,42 @@ func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 			changed = append(changed, cond.Type)
 		}
 	}
-	if len(changed) == 0 {
-		return
-	}
-	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := maps.Clone(c.seen[updated.Name])
-	if next == nil {
-		next = map[corev1.NodeConditionType]time.Time{}
+	before := c.seen[updated.Name]
+	gone := false
+	for t := range before {
+		if condition(updated, t) == nil {
+			gone = true
+		}
 	}
-	for _, t := range changed {
-		next[t] = now
+	if len(changed) == 0 && !gone {
+		return
+	}
+	next := make(map[corev1.NodeConditionType]time.Time, len(before)+len(changed))
+	for t, at := range before {
+		if condition(updated, t) != nil {
+			next[t] = at
+		}
+	}
+	if len(changed) > 0 {
+		now := c.clock.Now()
+		for _, t := range changed {
+			next[t] = now
+		}
+	}
+	if len(next) == 0 {
+		delete(c.seen, updated.Name)
+		return
 	}
 	c.seen[updated.Name] = next
+}
+
+// Len returns how many nodes it holds changes of.
+func (c *ConditionChanges) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
 }
 
 // Seen returns when each condition type of the node was seen changing status (nil: none was). The
