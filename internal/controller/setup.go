@@ -42,6 +42,23 @@ type Options struct {
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
 	ClockSkew *clockskew.Monitor
+	// Controllers, when set, receives the controllers set up and the in-memory records they share,
+	// for tests that check what they keep.
+	Controllers *Controllers
+}
+
+// Controllers are the controllers SetupWithManager set up, and the in-memory records they share.
+type Controllers struct {
+	// NHC is the status writer.
+	NHC *nhc.Reconciler
+	// Remediation is the writer of remediation CRs and node leases.
+	Remediation *remediation.Reconciler
+	// Refusals are the refused CR creates both decide from.
+	Refusals *targets.Refusals
+	// Changes are the node condition changes both decide from.
+	Changes *watch.ConditionChanges
+	// Gate is the upgrade gate.
+	Gate *upgrade.Gate
 }
 
 // UpgradeOptions turn on the plain-Kubernetes upgrade detectors (the OpenShift ones turn on by
@@ -121,7 +138,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.NodeControllerName, err)
 	}
-	if err := (&nhc.Reconciler{
+	statusWriter := &nhc.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
 		Recorder:       eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
@@ -140,10 +157,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		StartWait: nhc.DefaultStartWait,
 		// Many nodes changing within a short window: their changes go out in few writes.
 		StatusBatch: nhc.DefaultStatusBatch,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := statusWriter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
-	if err := (&remediation.Reconciler{
+	actor := &remediation.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
 		APIReader:      mgr.GetAPIReader(),
@@ -158,8 +176,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Changes:        changes,
 		Templates:      templates,
 		Machines:       machines,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := actor.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
+	}
+	if o.Controllers != nil {
+		*o.Controllers = Controllers{NHC: statusWriter, Remediation: actor, Refusals: refusals, Changes: changes, Gate: gate}
 	}
 	return nil
 }

@@ -22,13 +22,15 @@ var (
 	requests = &testutil.RequestCounter{}
 	// watches holds back what the manager's watches deliver, for specs of a lagging cache.
 	watches = &testutil.WatchGate{}
+	// controllers are the controllers the manager runs, for specs that look into their memory.
+	controllers controller.Controllers
 	// Both controllers run, as in the manager: nhc reports in status, remediation acts. Every spec
 	// starts with the fake clock at real time.
 	e = testutil.ControllerSuite(testutil.SuiteOptions{
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace})
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, Controllers: &controllers})
 		},
 		ClockAtRealTime: true,
 	})
