@@ -42,6 +42,10 @@ type Options struct {
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
 	ClockSkew *clockskew.Monitor
+	// SeriesGrace is how long the metric series of a node that no NodeHealthCheck selects or lists
+	// any more stay before they are deleted (nhc.Reconciler.SeriesGrace); zero:
+	// nhc.DefaultSeriesGrace.
+	SeriesGrace time.Duration
 	// Controllers, when set, receives the controllers set up and the in-memory records they share,
 	// for tests that check what they keep.
 	Controllers *Controllers
@@ -138,6 +142,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.NodeControllerName, err)
 	}
+	seriesGrace := o.SeriesGrace
+	if seriesGrace == 0 {
+		seriesGrace = nhc.DefaultSeriesGrace
+	}
 	statusWriter := &nhc.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
@@ -157,6 +165,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		StartWait: nhc.DefaultStartWait,
 		// Many nodes changing within a short window: their changes go out in few writes.
 		StatusBatch: nhc.DefaultStatusBatch,
+		SeriesGrace: seriesGrace,
 	}
 	if err := statusWriter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)

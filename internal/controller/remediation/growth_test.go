@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
@@ -122,7 +123,44 @@ func churn(ctx context.Context, gone func(nodes ...string)) churned {
 	return c
 }
 
+// seriesOf returns the metric series (one per label set) of the operator's families that name one
+// of the nodes or NodeHealthChecks, as "family{labels}".
+func seriesOf(c churned) []string {
+	GinkgoHelper()
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	names := map[string]bool{}
+	for _, n := range slices.Concat(c.nodes, c.nhcs) {
+		names[n] = true
+	}
+	var out []string
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if names[l.GetValue()] && (l.GetName() == "nhc" || l.GetName() == "node" || l.GetName() == "name") {
+					out = append(out, f.GetName()+m.String())
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
 var _ = Describe("Bounded growth", func() {
+	It("deletes the metric series of the nodes that went and of the NodeHealthChecks deleted", func(ctx SpecContext) {
+		c := churn(ctx, func(nodes ...string) {
+			// Their series go while the NodeHealthCheck stays: at once the NodeHealthCheck's own (the
+			// deadline) and the old CR's count, the public operator's SeriesGrace later.
+			Eventually(func() []string { return seriesOf(churned{nodes: nodes}) }).WithTimeout(30*time.Second).Should(BeEmpty(),
+				"the series of a node deleted and of a node relabelled out of its NodeHealthCheck")
+		})
+		// The per-node series of the public operator's metrics without a NodeHealthCheck label go
+		// SeriesGrace after the last NodeHealthCheck let the node go (two seconds in this suite).
+		Eventually(func() []string { return seriesOf(c) }).WithTimeout(30*time.Second).Should(BeEmpty(),
+			"every series of the %d nodes and %d NodeHealthChecks churned is deleted", len(c.nodes), len(c.nhcs))
+	})
+
 	It("forgets what the remediation controller keeps in memory about nodes and NodeHealthChecks that went", func(ctx SpecContext) {
 		// The memory of other specs' objects that are still being deleted only shrinks meanwhile.
 		baseline := controllers.Remediation.MemorySizes()

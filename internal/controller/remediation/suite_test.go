@@ -17,6 +17,10 @@ import (
 // returnGrace is the returning-node hold the controllers run with, on in production.
 const returnGrace = time.Minute
 
+// seriesGrace is how long the metric series of a node no NodeHealthCheck holds any more stay
+// (nhc.DefaultSeriesGrace in the manager): short, so that specs see them go.
+const seriesGrace = 2 * time.Second
+
 var (
 	// requests records the manager's requests to the API server.
 	requests = &testutil.RequestCounter{}
@@ -30,7 +34,7 @@ var (
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, Controllers: &controllers})
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, SeriesGrace: seriesGrace, Controllers: &controllers})
 		},
 		ClockAtRealTime: true,
 	})
