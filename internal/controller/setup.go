@@ -30,6 +30,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
+	// Release labels the node leases the remediation controller creates (lease.ReleaseLabel), so
+	// that this release's uninstall deletes only its own; empty: no label.
+	Release string
 	// Upgrade configures upgrade-aware pausing.
 	Upgrade UpgradeOptions
 	// Gate, when set, is the upgrade gate to use (tests inspect and drive it); a new one otherwise.
@@ -175,6 +178,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Clock:          o.Clock,
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
+		Release:        o.Release,
 		Leases:         leases,
 		Skew:           o.ClockSkew,
 		Refusals:       refusals,

@@ -104,6 +104,9 @@ type Reconciler struct {
 	Wall clock.PassiveClock
 	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
+	// Release labels the node leases this controller creates or renews (lease.ReleaseLabel), so
+	// that the uninstall of this release deletes its own leases and no other's; empty: no label.
+	Release string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
 	// is behind, and for a node's lease right before a new remediation takes it (see start) or after

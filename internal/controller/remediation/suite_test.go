@@ -17,6 +17,9 @@ import (
 // returnGrace is the returning-node hold the controllers run with, on in production.
 const returnGrace = time.Minute
 
+// release is the release identity the controllers label their node leases with.
+const release = "nhc-system.nhc"
+
 // seriesGrace is how long the metric series of a node no NodeHealthCheck holds any more stay
 // (nhc.DefaultSeriesGrace in the manager): short, so that specs see them go.
 const seriesGrace = 2 * time.Second
@@ -34,7 +37,8 @@ var (
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
 		Configure:  controller.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
-			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, SeriesGrace: seriesGrace, Controllers: &controllers})
+			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, SeriesGrace: seriesGrace, Release: release,
+				Controllers: &controllers})
 		},
 		ClockAtRealTime: true,
 	})
