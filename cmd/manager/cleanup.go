@@ -29,14 +29,18 @@ func parseCleanupFlags(fs *flag.FlagSet, args []string) (uninstall.Options, erro
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "e1f13584.medik8s.io", "Name of the leader election Lease.")
 	fs.StringVar(&o.LeaderPrefix, "leader-holder-prefix", "", "Prefix of the holder identities of the release's managers: their pods' names (<deployment>-).")
 	fs.StringVar(&o.LeaseNamespace, "lease-namespace", lease.DefaultNamespace, "Namespace of the node Leases.")
+	fs.StringVar(&o.Release, "release-identity", "", "Identity of the release (the managers' --release-identity): only the node Leases labelled "+lease.ReleaseLabel+" with it are deleted.")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.LeaderElectionNamespace == "" || o.LeaderElectionID == "" || o.LeaderPrefix == "" || o.LeaseNamespace == "" {
-		return o, fmt.Errorf("cleanup needs --leader-election-namespace, --leader-election-id, --leader-holder-prefix and --lease-namespace")
+	if o.LeaderElectionNamespace == "" || o.LeaderElectionID == "" || o.LeaderPrefix == "" || o.LeaseNamespace == "" || o.Release == "" {
+		return o, fmt.Errorf("cleanup needs --leader-election-namespace, --leader-election-id, --leader-holder-prefix, --lease-namespace and --release-identity")
+	}
+	if err := lease.ValidRelease(o.Release); err != nil {
+		return o, fmt.Errorf("--release-identity: %w", err)
 	}
 	return o, nil
 }

@@ -59,6 +59,8 @@ type options struct {
 	enableWebhooks   bool
 	enableHTTP2      bool
 	leaseNamespace   string
+	// release labels the node leases the operator creates (lease.ReleaseLabel).
+	release string
 	// shutdownDelay is how long the manager keeps serving after SIGTERM (shutdown.go).
 	shutdownDelay time.Duration
 	// leaseDuration, renewDeadline and retryPeriod tune leader election.
@@ -139,6 +141,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	}
 	fs.StringVar(&o.leaseNamespace, "lease-namespace", leaseNamespace,
 		"Namespace of the node leases taken before remediating a node (created if missing); other operators that touch nodes coordinate through them. Defaults to $"+leaseNamespaceEnv+" when set.")
+	fs.StringVar(&o.release, "release-identity", "",
+		"Identity of this installation, written as the label "+lease.ReleaseLabel+" on the node leases the operator creates, so that `manager cleanup --release-identity` at its uninstall deletes only its own leases in a lease namespace other releases and operators share (the chart sets it from the release's namespace and name). A label value: at most 63 characters. Empty: no label, and no cleanup deletes them.")
 	fs.BoolVar(&o.upgrade.ClusterAPI, "upgrade-detect-cluster-api", false,
 		"Start no new remediation while a Cluster API KubeadmControlPlane or MachineDeployment rolls out.")
 	fs.BoolVar(&o.upgrade.NodeRollout, "upgrade-detect-node-rollout", false,
@@ -216,6 +220,9 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 	if o.retryPeriod <= 0 || o.renewDeadline <= o.retryPeriod || o.leaseDuration <= o.renewDeadline {
 		return nil, fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)",
 			o.retryPeriod, o.renewDeadline, o.leaseDuration)
+	}
+	if err := lease.ValidRelease(o.release); err != nil {
+		return nil, fmt.Errorf("--release-identity: %w", err)
 	}
 	if o.returnGrace < 0 {
 		return nil, fmt.Errorf("--returning-node-grace %s: must not be negative", o.returnGrace)
@@ -349,7 +356,7 @@ func run(o *options) error {
 	if err := mgr.Add(probe); err != nil {
 		return fmt.Errorf("adding the clock skew probe: %w", err)
 	}
-	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Upgrade: o.upgrade,
+	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Release: o.release, Upgrade: o.upgrade,
 		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew}); err != nil {
 		return err
 	}

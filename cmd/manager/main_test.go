@@ -119,6 +119,22 @@ func TestLeaseNamespaceFromTheEnvironment(t *testing.T) {
 	}
 }
 
+// The release identity labels the node leases the operator creates: a label value, or nothing.
+func TestReleaseIdentityFlag(t *testing.T) {
+	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--release-identity=nhc.nhc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.release != "nhc.nhc" {
+		t.Errorf("release %q, want nhc.nhc", o.release)
+	}
+	for _, bad := range []string{"--release-identity=ns/release", "--release-identity=" + strings.Repeat("a", 64), "--release-identity=-a"} {
+		if _, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{bad}); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
 func TestUpgradeFlags(t *testing.T) {
 	o, err := parseFlags(flag.NewFlagSet("manager", flag.ContinueOnError), []string{"--upgrade-detect-cluster-api", "--upgrade-detect-node-rollout",
 		"--upgrade-pause-object=upgrades/pause-remediation", "--upgrade-max-pause=6h"})
@@ -221,14 +237,17 @@ func TestGCDefault(t *testing.T) {
 }
 
 func TestCleanupFlags(t *testing.T) {
-	o, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), []string{"--leader-election-namespace=nhc", "--leader-holder-prefix=nhc-node-healthcheck-"})
+	o, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), []string{"--leader-election-namespace=nhc", "--leader-holder-prefix=nhc-node-healthcheck-", "--release-identity=nhc.nhc"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.LeaderElectionID != "e1f13584.medik8s.io" || o.LeaseNamespace != "medik8s-leases" || o.LeaderElectionNamespace != "nhc" || o.LeaderPrefix != "nhc-node-healthcheck-" {
+	if o.LeaderElectionID != "e1f13584.medik8s.io" || o.LeaseNamespace != "medik8s-leases" || o.LeaderElectionNamespace != "nhc" || o.LeaderPrefix != "nhc-node-healthcheck-" || o.Release != "nhc.nhc" {
 		t.Errorf("options %+v", o)
 	}
-	for _, args := range [][]string{{"--leader-election-namespace=nhc"}, {"--leader-holder-prefix=x-"}, {"--leader-election-namespace=nhc", "--leader-holder-prefix=x-", "extra"}} {
+	for _, args := range [][]string{{"--leader-election-namespace=nhc", "--release-identity=r"}, {"--leader-holder-prefix=x-", "--release-identity=r"},
+		{"--leader-election-namespace=nhc", "--leader-holder-prefix=x-", "--release-identity=r", "extra"},
+		{"--leader-election-namespace=nhc", "--leader-holder-prefix=x-"}, // no release: it would delete no node lease
+		{"--leader-election-namespace=nhc", "--leader-holder-prefix=x-", "--release-identity=a/b"}} {
 		if _, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), args); err == nil {
 			t.Errorf("%v accepted", args)
 		}

@@ -30,6 +30,9 @@ type Options struct {
 	Clock clock.PassiveClock
 	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
+	// Release labels the node leases the remediation controller creates (lease.ReleaseLabel), so
+	// that this release's uninstall deletes only its own; empty: no label.
+	Release string
 	// Upgrade configures upgrade-aware pausing.
 	Upgrade UpgradeOptions
 	// Gate, when set, is the upgrade gate to use (tests inspect and drive it); a new one otherwise.
@@ -50,6 +53,27 @@ type Options struct {
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
 	ClockSkew *clockskew.Monitor
+	// SeriesGrace is how long the metric series of a node that no NodeHealthCheck selects or lists
+	// any more stay before they are deleted (nhc.Reconciler.SeriesGrace); zero:
+	// nhc.DefaultSeriesGrace.
+	SeriesGrace time.Duration
+	// Controllers, when set, receives the controllers set up and the in-memory records they share,
+	// for tests that check what they keep.
+	Controllers *Controllers
+}
+
+// Controllers are the controllers SetupWithManager set up, and the in-memory records they share.
+type Controllers struct {
+	// NHC is the status writer.
+	NHC *nhc.Reconciler
+	// Remediation is the writer of remediation CRs and node leases.
+	Remediation *remediation.Reconciler
+	// Refusals are the refused CR creates both decide from.
+	Refusals *targets.Refusals
+	// Changes are the node condition changes both decide from.
+	Changes *watch.ConditionChanges
+	// Gate is the upgrade gate.
+	Gate *upgrade.Gate
 }
 
 // UpgradeOptions turn on the plain-Kubernetes upgrade detectors (the OpenShift ones turn on by
@@ -138,7 +162,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.NodeControllerName, err)
 	}
-	if err := (&nhc.Reconciler{
+	seriesGrace := o.SeriesGrace
+	if seriesGrace == 0 {
+		seriesGrace = nhc.DefaultSeriesGrace
+	}
+	statusWriter := &nhc.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
 		Recorder:       eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
@@ -158,14 +186,17 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		StartWait: nhc.DefaultStartWait,
 		// Many nodes changing within a short window: their changes go out in few writes.
 		StatusBatch: nhc.DefaultStatusBatch,
-	}).SetupWithManager(mgr); err != nil {
+		SeriesGrace: seriesGrace,
+	}
+	if err := statusWriter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
-	if err := (&remediation.Reconciler{
+	actor := &remediation.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
+		Release:        o.Release,
 		Leases:         leases,
 		Skew:           o.ClockSkew,
 		Refusals:       refusals,
@@ -177,8 +208,12 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Changes:        changes,
 		Templates:      templates,
 		Machines:       machines,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	if err := actor.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)
+	}
+	if o.Controllers != nil {
+		*o.Controllers = Controllers{NHC: statusWriter, Remediation: actor, Refusals: refusals, Changes: changes, Gate: gate}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -137,6 +138,30 @@ func HolderOf(l *coordinationv1.Lease) string {
 		return ""
 	}
 	return *l.Spec.HolderIdentity
+}
+
+// ReleaseLabel labels the node leases the operator creates with the identity of its installation
+// (the manager's --release-identity, which the chart sets from the release's namespace and name).
+// The uninstall of a release (manager cleanup) deletes only the leases with its identity: the lease
+// namespace is shared with other releases, the public operator (whose leases carry the same holder
+// identities) and other medik8s operators.
+const ReleaseLabel = "nodehealthcheck.medik8s.io/release"
+
+// ReleaseOf returns the release identity a lease is labelled with ("" for none).
+func ReleaseOf(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.Labels[ReleaseLabel]
+}
+
+// ValidRelease says what is wrong with a release identity, nil when it may label a lease (empty
+// included: no label).
+func ValidRelease(release string) error {
+	if errs := validation.IsValidLabelValue(release); len(errs) > 0 {
+		return fmt.Errorf("release identity %q is not a valid label value: %s", release, strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // IsNodeHealthCheckHolder reports whether a holder identity is a NodeHealthCheck's (this operator's

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -36,6 +37,23 @@ func (g *Gatherer) Forget(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.created = slices.DeleteFunc(g.created, func(c created) bool { return c.cr.GetUID() == uid })
+}
+
+// ForgetNHC drops the records of the CRs of a NodeHealthCheck that is gone (the garbage collector
+// deletes them with it). Records expire after createdTTL anyway; this only frees them sooner.
+func (g *Gatherer) ForgetNHC(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.created = slices.DeleteFunc(g.created, func(c created) bool {
+		return slices.ContainsFunc(c.cr.GetOwnerReferences(), func(o metav1.OwnerReference) bool { return o.UID == uid })
+	})
+}
+
+// Recorded returns how many CRs it counts from records (Created) that the cache did not show yet.
+func (g *Gatherer) Recorded() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.created)
 }
 
 // withCreated adds to the CRs of a kind listed from the cache those this process created that the

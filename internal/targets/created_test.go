@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -65,5 +66,21 @@ func TestCreatedRecordExpires(t *testing.T) {
 	wall.SetTime(wall.Now().Add(time.Second))
 	if got := g.withCreated(mine.GroupVersionKind(), nil); len(got) != 0 {
 		t.Fatalf("past createdTTL: %v, want it dropped", got)
+	}
+}
+
+// The records of a NodeHealthCheck that is gone are dropped with it.
+func TestForgetNHCDropsItsRecords(t *testing.T) {
+	g := &Gatherer{}
+	owned := func(name string, uid, owner types.UID) *unstructured.Unstructured {
+		u := cr("TestRemediation", name, uid)
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "remediation.medik8s.io/v1alpha1", Kind: "NodeHealthCheck", Name: "nhc", UID: owner}})
+		return &u
+	}
+	g.Created(owned("a", "uid-1", "nhc-a"))
+	g.Created(owned("b", "uid-2", "nhc-b"))
+	g.ForgetNHC("nhc-a")
+	if got := g.withCreated(owned("a", "", "").GroupVersionKind(), nil); len(got) != 1 || got[0].GetName() != "b" || g.Recorded() != 1 {
+		t.Fatalf("after ForgetNHC(nhc-a): %v, want b's record only", got)
 	}
 }

@@ -93,6 +93,28 @@ func (r *Refusals) Clear(nhc types.UID, node string) {
 	delete(r.by, refusalKey{nhc, node})
 }
 
+// Forget drops the records of the NodeHealthCheck's nodes that keep tells it no longer has (neither
+// selected nor with a CR of it), so that records of nodes that went do not stay.
+func (r *Refusals) Forget(nhc types.UID, keep func(node string) bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.by {
+		if k.nhc == nhc && !keep(k.node) {
+			delete(r.by, k)
+		}
+	}
+}
+
+// ForgetNHC drops every record of a NodeHealthCheck that is gone.
+func (r *Refusals) ForgetNHC(nhc types.UID) { r.Forget(nhc, func(string) bool { return false }) }
+
+// Len returns how many records it holds.
+func (r *Refusals) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.by)
+}
+
 // Held returns why the node's start is held back at now, and until when.
 func (r *Refusals) Held(nhc types.UID, node string, now time.Time) (string, time.Time, bool) {
 	if r == nil {

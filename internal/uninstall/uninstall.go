@@ -24,13 +24,16 @@ type Options struct {
 	LeaderPrefix string
 	// LeaseNamespace holds the node Leases (--lease-namespace).
 	LeaseNamespace string
+	// Release is the release's identity (the managers' --release-identity), which labels the node
+	// Leases its managers created (lease.ReleaseLabel).
+	Release string
 }
 
 // Plan is what to delete.
 type Plan struct {
 	// Leader is set when the leader election Lease is the release's to delete.
 	Leader bool
-	// NodeLeases are the node Leases held by NodeHealthChecks, by name.
+	// NodeLeases are the release's node Leases held by NodeHealthChecks, by name.
 	NodeLeases []string
 	// Kept says why a Lease is left, one line each.
 	Kept []string
@@ -40,10 +43,14 @@ type Plan struct {
 // is the release's when one of its managers holds it or no one does. While another holder leads
 // through it (the public operator, which uses the same Lease name, installed in the same namespace)
 // that operator is running and renews the node Leases of NodeHealthChecks: nothing is deleted. Else
-// every node Lease held by a NodeHealthCheck ("NodeHealthCheck-<name>") is deleted: with the
-// operator gone no one renews or releases it, and a running remediation's Lease would keep other
-// medik8s operators off the node until it expires. Other holders' node Leases are left.
-func Decide(leader *coordinationv1.Lease, nodeLeases []coordinationv1.Lease, leaderPrefix string, now time.Time) Plan {
+// the node Leases held by a NodeHealthCheck ("NodeHealthCheck-<name>") and labelled with the
+// release's identity (lease.ReleaseLabel) are deleted: with the release gone no one renews or
+// releases them, and a running remediation's Lease would keep other medik8s operators off the node
+// until it expires. The lease namespace is shared: a NodeHealthCheck's Lease labelled by another
+// release, or by none (the public operator's, or one an earlier version of this operator created
+// and never renewed since), may be renewed by an operator still running, and is left (to expire, if
+// no one renews it). Other holders' node Leases are left.
+func Decide(leader *coordinationv1.Lease, nodeLeases []coordinationv1.Lease, leaderPrefix, release string, now time.Time) Plan {
 	var p Plan
 	if leader != nil {
 		holder := lease.HolderOf(leader)
@@ -63,8 +70,17 @@ func Decide(leader *coordinationv1.Lease, nodeLeases []coordinationv1.Lease, lea
 		}
 	}
 	for _, l := range nodeLeases {
-		if lease.IsNodeHealthCheckHolder(lease.HolderOf(&l)) {
+		holder := lease.HolderOf(&l)
+		if !lease.IsNodeHealthCheckHolder(holder) {
+			continue
+		}
+		switch owner := lease.ReleaseOf(&l); {
+		case release != "" && owner == release:
 			p.NodeLeases = append(p.NodeLeases, l.Name)
+		case owner == "":
+			p.Kept = append(p.Kept, fmt.Sprintf("Lease %s/%s: held by %s without the label %s (the public operator's, or an earlier version's): left to expire", l.Namespace, l.Name, holder, lease.ReleaseLabel))
+		default:
+			p.Kept = append(p.Kept, fmt.Sprintf("Lease %s/%s: held by %s for release %s", l.Namespace, l.Name, holder, owner))
 		}
 	}
 	return p
@@ -94,7 +110,7 @@ func Run(ctx context.Context, c client.Client, o Options, now time.Time, out io.
 	if err := c.List(ctx, nodeLeases, client.InNamespace(o.LeaseNamespace)); err != nil {
 		return fmt.Errorf("listing the node Leases in %s: %w", o.LeaseNamespace, err)
 	}
-	p := Decide(leader, nodeLeases.Items, o.LeaderPrefix, now)
+	p := Decide(leader, nodeLeases.Items, o.LeaderPrefix, o.Release, now)
 	for _, k := range p.Kept {
 		fmt.Fprintf(out, "Kept %s\n", k)
 	}

@@ -205,6 +205,13 @@ func TestGateRemembersNodeSignalsPerNodeHealthCheck(t *testing.T) {
 	if got := g.NodeSignals("one", []Signal{began(np, 30*time.Minute)}, t0.Add(5*time.Hour)); !got[0].Since.Equal(t0.Add(-30 * time.Minute)) {
 		t.Fatalf("a given start is kept: %+v", got)
 	}
+	// Bounded: a NodeHealthCheck keeps only the signals it shows now (a node that left it, or
+	// stopped being updated, is gone with its signal), and nothing once it is gone.
+	g.NodeSignals("one", nil, t0.Add(6*time.Hour))
+	g.ForgetNodeSignals("two")
+	if len(g.nodeSignals) != 0 {
+		t.Errorf("node signals kept for %d NodeHealthChecks, want none", len(g.nodeSignals))
+	}
 }
 
 func TestGateHoldsEachDetectorsState(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 func TestRBACIsLeastPrivilege(t *testing.T) {
@@ -415,5 +417,60 @@ func checkDefaultSelector(t *testing.T, nhc *unstructured.Unstructured) {
 		if got := selector.Matches(labels.Set(tc.labels)); got != tc.want {
 			t.Errorf("%s (%v): selected %v, want %v", tc.name, tc.labels, got, tc.want)
 		}
+	}
+}
+
+// releaseIdentity returns the --release-identity of the container args, "" when absent.
+func releaseIdentity(args []string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--release-identity="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// The managers label the node Leases they create with the release's identity, and the uninstall
+// hook deletes the node Leases with that identity: both get the same, "<namespace>.<release>", a
+// label value that tells releases apart however long their names.
+func TestReleaseIdentity(t *testing.T) {
+	identities := map[string]bool{}
+	for _, tt := range []struct{ name, ns, want string }{
+		{releaseName, namespace, namespace + "." + releaseName},
+		{"nhc", "other-team", "other-team.nhc"},
+		{strings.Repeat("r", 53), strings.Repeat("n", 63), ""},
+		{strings.Repeat("r", 52) + "s", strings.Repeat("n", 63), ""},
+	} {
+		r, err := renderRelease(t, loadChart(t), tt.name, tt.ns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var manager, cleanup string
+		for i := range r {
+			containers, _, _ := unstructured.NestedSlice(r[i].Object, "spec", "template", "spec", "containers")
+			if len(containers) == 0 {
+				continue
+			}
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			switch {
+			case r[i].GetKind() == "Deployment":
+				manager = releaseIdentity(args)
+			case r[i].GetKind() == "Job" && strings.HasSuffix(r[i].GetName(), "-cleanup"):
+				cleanup = releaseIdentity(args)
+			}
+		}
+		if manager == "" || manager != cleanup {
+			t.Errorf("release %s/%s: the manager's identity %q, the cleanup's %q; want the same", tt.ns, tt.name, manager, cleanup)
+		}
+		if tt.want != "" && manager != tt.want {
+			t.Errorf("release %s/%s: identity %q, want %q", tt.ns, tt.name, manager, tt.want)
+		}
+		if err := lease.ValidRelease(manager); err != nil {
+			t.Errorf("release %s/%s: %v", tt.ns, tt.name, err)
+		}
+		if identities[manager] {
+			t.Errorf("release %s/%s: identity %q shared with another release", tt.ns, tt.name, manager)
+		}
+		identities[manager] = true
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -428,8 +429,10 @@ func previousChart(t *testing.T) *chart.Chart {
 }
 
 // The uninstall hook's Job, run as its ServiceAccount with only its Roles and the Job's arguments,
-// deletes the leader election Lease held by a manager of the release and the node Lease of a
-// NodeHealthCheck, and leaves another holder's node Lease and every other Lease.
+// deletes the leader election Lease held by a manager of the release and the node Leases of
+// NodeHealthChecks its release labelled, and leaves another holder's node Lease, another release's
+// and the public operator's (unlabelled) node Leases of NodeHealthChecks in the same namespace, and
+// every other Lease.
 func TestCleanupHook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
@@ -489,13 +492,27 @@ func TestCleanupHook(t *testing.T) {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &now}}
 	}
+	// The lease namespace is shared by two releases and the public operator: this release's node
+	// Leases are labelled with the identity its managers got, the other's with its own, the public
+	// operator's (the same holder identities) with none.
+	release := releaseIdentity(args)
+	if release == "" {
+		t.Fatalf("the cleanup's args %v name no release identity", args)
+	}
+	of := func(release string, l *coordinationv1.Lease) *coordinationv1.Lease {
+		l.Labels = map[string]string{nodelease.ReleaseLabel: release}
+		return l
+	}
 	gone := []*coordinationv1.Lease{
 		leaseOf(namespace, "e1f13584.medik8s.io", "nhc-node-healthcheck-6f7c9d-x2x4z_8a3e5b0e-1f0b-4f8e-9a53-2b7c1d9e0f11"),
-		leaseOf("medik8s-leases", "node-worker-0", "NodeHealthCheck-workers"),
+		of(release, leaseOf("medik8s-leases", "node-worker-0", "NodeHealthCheck-workers")),
+		of(release, leaseOf("medik8s-leases", "node-worker-3", "NodeHealthCheck-other")),
 	}
 	kept := []*coordinationv1.Lease{
 		leaseOf("medik8s-leases", "node-worker-1", "node-maintenance"),
 		leaseOf(namespace, "pause-remediation", "an-upgrade-tool"),
+		of("other-team.nhc", leaseOf("medik8s-leases", "node-worker-2", "NodeHealthCheck-workers")),
+		leaseOf("medik8s-leases", "node-worker-4", "NodeHealthCheck-workers"),
 	}
 	for _, l := range append(slices.Clone(gone), kept...) {
 		if err := c.k8s.Create(ctx, l); err != nil {

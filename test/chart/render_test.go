@@ -56,9 +56,15 @@ func render(t *testing.T, values map[string]any, apiVersions ...string) (rendere
 // renderChart is render for a loaded chart (the folder, or a packaged archive).
 func renderChart(t *testing.T, c *chart.Chart, values map[string]any, apiVersions ...string) (rendered, error) {
 	t.Helper()
+	return renderRelease(t, c, releaseName, namespace, values, apiVersions...)
+}
+
+// renderRelease is renderChart for a release of that name in that namespace.
+func renderRelease(t *testing.T, c *chart.Chart, name, ns string, values map[string]any, apiVersions ...string) (rendered, error) {
+	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
-	install.ReleaseName, install.Namespace = releaseName, namespace
+	install.ReleaseName, install.Namespace = name, ns
 	install.APIVersions = chartutil.VersionSet(apiVersions)
 	kv, err := chartutil.ParseKubeVersion(kubeVersion)
 	if err != nil {

@@ -111,3 +111,18 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{- /*
+The release's identity, "<namespace>.<release>": the managers label the node Leases they create
+with it (nodehealthcheck.medik8s.io/release), and the uninstall hook deletes only the node Leases
+labelled with it, so another release (or the public operator) sharing leases.namespace keeps its
+own. A label value: one longer than 63 characters is cut to 52 and ends in a hash of the whole.
+*/ -}}
+{{- define "nhc.releaseIdentity" -}}
+{{- $id := printf "%s.%s" .Release.Namespace .Release.Name -}}
+{{- if gt (len $id) 63 -}}
+{{- printf "%s-%s" (trunc 52 $id) (sha256sum $id | trunc 10) -}}
+{{- else -}}
+{{- $id -}}
+{{- end -}}
+{{- end }}

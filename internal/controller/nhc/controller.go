@@ -100,9 +100,13 @@ type Reconciler struct {
 	// within a short window cost few writes; the first change after a quiet StatusBatch is written at
 	// once. Zero: every change at once (this controller alone). See holdWrite.
 	StatusBatch time.Duration
-	// Wall is the real clock, which StartWait, StatusBatch and the gatherer's bounds on the cache are
-	// measured on, whatever Clock says; nil: clock.RealClock.
+	// Wall is the real clock, which StartWait, StatusBatch, SeriesGrace and the gatherer's bounds on
+	// the cache are measured on, whatever Clock says; nil: clock.RealClock.
 	Wall clock.PassiveClock
+	// SeriesGrace is how long, in real time, the metric series of a node that no NodeHealthCheck
+	// selects or lists any more stay before they are deleted, so that their last values are scraped
+	// (DefaultSeriesGrace in the manager); zero: deleted at once.
+	SeriesGrace time.Duration
 
 	watcher *watch.Dynamic
 	targets *targets.Gatherer
@@ -187,6 +191,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Wall == nil {
 		r.Wall = clock.RealClock{}
 	}
+	r.metrics.wall, r.metrics.grace = r.Wall, r.SeriesGrace
 	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, RemovalHold: r.RemovalHold, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
 		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
 			return r.watcher.Ensure(gvk, affected.CREvents())
@@ -247,6 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	again = r.metrics.requeue(stored.Name, again)
 	r.reportRepairBudget(snap)
 	r.reportFailureDomains(snap)
 	r.reportStalled(snap)
@@ -274,7 +280,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again 
 	stored, d := snap.Stored, snap.Decision
 	status, ended := buildStatus(snap)
 	// The gauges first: whoever sees the new status sees them too.
-	r.metrics.syncOngoing(stored.Name, &status)
+	r.metrics.syncOngoing(stored.Name, &status, selectedIn(snap))
 	r.metrics.syncWould(stored.Name, &status)
 	r.metrics.syncDeadlines(stored.Name, &status, snap.Input.Steps)
 	syncUntrusted(stored.Name, snap.Input.Nodes)
@@ -295,7 +301,7 @@ func (r *Reconciler) report(ctx context.Context, snap *targets.Snapshot) (again 
 	r.wrote(stored, updated)
 	r.emitTransitionEvents(stored, updated, d)
 	r.emitSkewEvents(stored, updated, snap.Skew)
-	observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), recoveredOf(snap), snap.Now)
+	r.metrics.observeTransitions(stored.Name, &stored.Status, &updated.Status, unhealthySince(d), recoveredOf(snap), snap.Now)
 	observeOutcomes(stored.Name, ended)
 	ctrl.LoggerFrom(ctx).V(1).Info("Status updated", "phase", status.Phase, "observed", d.Observed, "healthy", d.Healthy, "minHealthy", d.MinHealthy)
 	return r.StatusBatch, nil
@@ -453,7 +459,7 @@ func (r *Reconciler) forget(name string) {
 	r.writtenMu.Lock()
 	delete(r.written, name)
 	r.writtenMu.Unlock()
-	r.metrics.syncOngoing(name, nil)
+	r.metrics.syncOngoing(name, nil, nil)
 	r.metrics.syncWould(name, nil)
 	r.metrics.syncDeadlines(name, nil, nil)
 	r.metrics.syncExhausted(name, nil)

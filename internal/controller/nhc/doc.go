@@ -20,5 +20,7 @@
 // by NodeHealthCheck name and remediation kind only; nodehealthcheck_remediation_outcomes_total
 // (counter: nhc, outcome, step) and nodehealthcheck_remediation_deadline_timestamp_seconds (gauge:
 // nhc, node; escalation steps only). Histograms and the outcome counter are observed on status
-// transitions after the status was written, so a restart never observes one twice.
+// transitions after the status was written, so a restart never observes one twice. No series
+// outlives what it describes: a NodeHealthCheck's go with it, and the per-node series of the public
+// operator's metrics SeriesGrace after no NodeHealthCheck selects or lists the node (metricsState).
 package nhc

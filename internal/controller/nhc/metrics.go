@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/clock"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -21,12 +23,14 @@ import (
 // never node or CR names.
 const (
 	// MetricOngoingRemediation is 1 per node with a running remediation CR and 0 once it ended (the
-	// series is kept, as the public operator keeps it). Labels: name (node), namespace (of the CR),
-	// remediation (CR kind), as in the public operator; bounded by the nodes ever remediated.
+	// series is kept, as the public operator keeps it, while a NodeHealthCheck selects the node).
+	// Labels: name (node), namespace (of the CR), remediation (CR kind), as in the public operator.
+	// Bounded by the nodes the NodeHealthChecks select or list: a node's series are deleted
+	// SeriesGrace after no NodeHealthCheck selects or lists it any more (metricsState.nodes).
 	MetricOngoingRemediation = "nodehealthcheck_ongoing_remediation"
 	// MetricUnhealthyNodeDuration observes, when a node leaves unhealthyNodes, for each of its
 	// remediations, how long ago it started. Labels as MetricOngoingRemediation, as in the public
-	// operator.
+	// operator, and deleted as its series are.
 	MetricUnhealthyNodeDuration = "nodehealthcheck_unhealthy_node_duration_seconds"
 	// MetricTimeToRemediation observes the time from a node becoming unhealthy to its first
 	// remediation CR being created.
@@ -124,11 +128,30 @@ func init() {
 // gaugeKey is one ongoing-remediation series.
 type gaugeKey struct{ node, namespace, kind string }
 
-// metricsState remembers the ongoing-remediation series each NodeHealthCheck has set, so that series
-// of ended remediations are removed. It is rebuilt from status after a restart.
+// DefaultSeriesGrace is SeriesGrace in the manager: how long the series of a node that no
+// NodeHealthCheck selects or lists any more stay before they are deleted. A node leaves the status
+// (and unhealthy_node_duration observes its remediation) just as it goes, deleted or relabelled; the
+// series must outlive that by a few scrapes (Prometheus scrapes every 15 s to 1 min, a
+// ServiceMonitor often every 30 s), or its last value would never be read.
+const DefaultSeriesGrace = 10 * time.Minute
+
+// metricsState remembers the series each NodeHealthCheck has set, so that series of ended
+// remediations, of nodes that went and of NodeHealthChecks deleted are removed. It is rebuilt from
+// status after a restart.
 type metricsState struct {
+	// wall tells the real time, grace how long the series of a node no NodeHealthCheck holds any
+	// more stay (SeriesGrace); set by SetupWithManager.
+	wall  clock.PassiveClock
+	grace time.Duration
+
 	mu     sync.Mutex
 	series map[string]map[gaugeKey]bool
+	// nodes holds, per node, its series that carry no NodeHealthCheck label (MetricOngoingRemediation,
+	// MetricUnhealthyNodeDuration: the public operator's labels) and which NodeHealthChecks hold it
+	// (select or list it). Once none does, they are deleted after grace, at the next reconcile of any
+	// NodeHealthCheck (the one that let the node go last looks again then), or at once when that
+	// NodeHealthCheck is deleted. So they are bounded by the nodes the NodeHealthChecks hold.
+	nodes map[string]*nodeSeries
 	// would holds, per dry-run NodeHealthCheck, the series of MetricWouldRemediate it set (node -> CR kind).
 	would map[string]map[string]string
 	// stalled holds, per NodeHealthCheck, the nodes whose remediation stalled (node -> why), for
@@ -284,20 +307,25 @@ func syncUntrusted(nhcName string, nodes []health.Node) {
 }
 
 // syncOngoing sets the ongoing-remediation series for the NodeHealthCheck's status to 1, and to 0
-// those it set before that the status no longer has. A nil status (deleted) sets all of them to 0.
-func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus) {
+// those it set before that the status no longer has; selected tells the nodes the NodeHealthCheck
+// selects. A nil status (deleted) sets all of them to 0 and deletes the NodeHealthCheck's own series
+// (labelled nhc) and those of the nodes no other NodeHealthCheck holds.
+func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeHealthCheckStatus, selected func(node string) bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.series == nil {
 		m.series = map[string]map[gaugeKey]bool{}
 	}
 	current := map[gaugeKey]bool{}
+	listed := map[string]bool{}
 	if st != nil {
 		for _, n := range st.UnhealthyNodes {
+			listed[n.Name] = true
 			for _, r := range n.Remediations {
 				k := gaugeKey{n.Name, r.Resource.Namespace, r.Resource.Kind}
 				current[k] = true
 				ongoingRemediation.WithLabelValues(k.node, k.namespace, k.kind).Set(1)
+				m.node(n.Name, nhcName).ongoing[k] = true
 			}
 		}
 	}
@@ -306,7 +334,12 @@ func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeH
 			ongoingRemediation.WithLabelValues(k.node, k.namespace, k.kind).Set(0)
 		}
 	}
-	m.series[nhcName] = current
+	if st == nil {
+		delete(m.series, nhcName)
+	} else {
+		m.series[nhcName] = current
+	}
+	m.hold(nhcName, func(node string) bool { return listed[node] || (selected != nil && selected(node)) }, st == nil)
 	for _, t := range conditionMetricTypes {
 		if st == nil {
 			conditionGauge.DeleteLabelValues(nhcName, t)
@@ -324,7 +357,7 @@ func (m *metricsState) syncOngoing(nhcName string, st *remediationv1alpha1.NodeH
 // runs only after the new status was written, so each transition is observed once, also across
 // restarts. unhealthySince gives when each node became unhealthy, recovered tells the selected nodes
 // that are healthy now.
-func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHealthCheckStatus, unhealthySince map[string]time.Time, recovered func(string) bool, now time.Time) {
+func (m *metricsState) observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHealthCheckStatus, unhealthySince map[string]time.Time, recovered func(string) bool, now time.Time) {
 	oldEntries := map[string]remediationv1alpha1.UnhealthyNode{}
 	for _, n := range old.UnhealthyNodes {
 		oldEntries[n.Name] = n
@@ -350,11 +383,119 @@ func observeTransitions(nhcName string, old, updated *remediationv1alpha1.NodeHe
 		}
 		for _, r := range before.Remediations {
 			unhealthyNodeDuration.WithLabelValues(name, r.Resource.Namespace, r.Resource.Kind).Observe(now.Sub(r.Started.Time).Seconds())
+			m.observedDuration(nhcName, name, gaugeKey{name, r.Resource.Namespace, r.Resource.Kind})
 		}
 		// Healthy and its CRs gone within one batch of status writes: never listed as healthy.
 		if before.ConditionsHealthyTimestamp == nil && len(before.Remediations) > 0 && recovered(name) {
 			first := before.Remediations[0]
 			timeToRecovery.WithLabelValues(nhcName, first.Resource.Kind).Observe(now.Sub(first.Started.Time).Seconds())
 		}
+	}
+}
+
+// nodeSeries is what metricsState.nodes holds per node.
+type nodeSeries struct {
+	// ongoing and durations are the node's MetricOngoingRemediation and MetricUnhealthyNodeDuration
+	// series.
+	ongoing, durations map[gaugeKey]bool
+	// holders are the NodeHealthChecks that select or list the node.
+	holders map[string]bool
+	// left is when the last holder let the node go (wall), leftBy that NodeHealthCheck; zero and ""
+	// while some NodeHealthCheck holds it.
+	left   time.Time
+	leftBy string
+}
+
+// node returns the node's record, new if it had none: then as if the NodeHealthCheck named by had
+// let it go now (its hold, or the next sync of a holder, says otherwise).
+func (m *metricsState) node(name, by string) *nodeSeries {
+	if m.nodes == nil {
+		m.nodes = map[string]*nodeSeries{}
+	}
+	s := m.nodes[name]
+	if s == nil {
+		s = &nodeSeries{ongoing: map[gaugeKey]bool{}, durations: map[gaugeKey]bool{}, holders: map[string]bool{}, left: m.now(), leftBy: by}
+		m.nodes[name] = s
+	}
+	return s
+}
+
+// observedDuration records a MetricUnhealthyNodeDuration series of the node, observed by the
+// NodeHealthCheck.
+func (m *metricsState) observedDuration(nhcName, node string, k gaugeKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.node(node, nhcName).durations[k] = true
+}
+
+// hold records which of the nodes with series the NodeHealthCheck holds now (gone: it was deleted),
+// and deletes the series of the nodes no NodeHealthCheck has held for grace, and at once those the
+// deleted NodeHealthCheck let go. Called with m.mu held.
+func (m *metricsState) hold(nhcName string, holds func(node string) bool, gone bool) {
+	now := m.now()
+	for name, s := range m.nodes {
+		switch {
+		case !gone && holds(name):
+			s.holders[nhcName], s.left, s.leftBy = true, time.Time{}, ""
+		case s.holders[nhcName]:
+			delete(s.holders, nhcName)
+			if len(s.holders) == 0 {
+				s.left, s.leftBy = now, nhcName
+			}
+		}
+		if len(s.holders) > 0 {
+			continue
+		}
+		if (gone && s.leftBy == nhcName) || !now.Before(s.left.Add(m.grace)) {
+			for k := range s.ongoing {
+				ongoingRemediation.DeleteLabelValues(k.node, k.namespace, k.kind)
+			}
+			for k := range s.durations {
+				unhealthyNodeDuration.DeleteLabelValues(k.node, k.namespace, k.kind)
+			}
+			delete(m.nodes, name)
+		}
+	}
+	if gone {
+		// Its own series: labelled with its name, they would stay for ever (the histograms and the
+		// outcome counter are never reset otherwise).
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{timeToRemediation, timeToRecovery, remediationOutcomes} {
+			v.DeletePartialMatch(prometheus.Labels{"nhc": nhcName})
+		}
+	}
+}
+
+// requeue returns again, or how long until the first series of a node this NodeHealthCheck let go
+// last is due to be deleted when that is sooner (zero again: nothing else is due).
+func (m *metricsState) requeue(nhcName string, again time.Duration) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	for _, s := range m.nodes {
+		if s.leftBy != nhcName {
+			continue
+		}
+		due := max(s.left.Add(m.grace).Sub(now), time.Millisecond)
+		if again <= 0 || due < again {
+			again = due
+		}
+	}
+	return again
+}
+
+func (m *metricsState) now() time.Time {
+	if m.wall == nil {
+		return time.Now()
+	}
+	return m.wall.Now()
+}
+
+// selectedIn tells the nodes a snapshot selects.
+func selectedIn(snap interface {
+	SelectedNode(string) (*corev1.Node, bool)
+}) func(string) bool {
+	return func(node string) bool {
+		_, ok := snap.SelectedNode(node)
+		return ok
 	}
 }

@@ -104,6 +104,9 @@ type Reconciler struct {
 	Wall clock.PassiveClock
 	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
+	// Release labels the node leases this controller creates or renews (lease.ReleaseLabel), so
+	// that the uninstall of this release deletes its own leases and no other's; empty: no label.
+	Release string
 	// APIReader reads around the cache. Used only right before creating a CR with a generated name,
 	// which, unlike a deterministic name, the API server cannot refuse as a duplicate when the cache
 	// is behind, and for a node's lease right before a new remediation takes it (see start) or after
@@ -151,9 +154,10 @@ type Reconciler struct {
 	// startSlots holds a token per start in flight (maxStarts).
 	startSlots chan struct{}
 	retries    workqueue.TypedRateLimiter[reconcile.Request]
-	// reported remembers skips and refusals already reported, so each is reported once (again after
-	// a restart at most).
-	reported sync.Map
+	// memory remembers, per NodeHealthCheck and node, the reports made once (again after a restart
+	// at most) and this controller's recent CR writes, so a look whose cache does not show them yet
+	// does not write (and report) them again; forgotten with the node or the NodeHealthCheck.
+	memory memory
 	// leftLeases holds "<nhc uid>/<node>" -> node for leases that may still be ours after their
 	// remediation ended; sweptLeases the NodeHealthChecks whose leases were listed once.
 	leftLeases, sweptLeases sync.Map
@@ -164,9 +168,6 @@ type Reconciler struct {
 	// that starts which found it missing together create it once (createInLeaseNamespace).
 	leaseNamespaceMu  sync.Mutex
 	leaseNamespaceGen atomic.Uint64
-	// written remembers the CR deletes and timed-out marks this controller made, so a look whose
-	// cache does not show them yet does not write (and report) them again.
-	written ownWrites
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
@@ -267,16 +268,19 @@ func (r *Reconciler) init() {
 // back: every node's deadline is kept, and the failures are retried with a backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	stored := &remediationv1alpha1.NodeHealthCheck{}
+	r.init()
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
 		if apierrors.IsNotFound(err) {
-			decisions.DeleteLabelValues(req.Name)
+			r.forgetNHC(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if replaced := r.memory.track(stored.Name, stored.UID); replaced != "" {
+		r.forgetUID(replaced) // deleted and created again under the same name
 	}
 	if !stored.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // garbage collection removes the CRs with their owner
 	}
-	r.init()
 	now := r.Clock.Now()
 	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting})
 	if err != nil {
@@ -342,6 +346,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Counted once everything decided is done (or failed), so a reader of the count sees the
 	// decision's writes.
 	decisions.WithLabelValues(stored.Name).Inc()
+	r.forgetGone(snap)
 
 	if err := errors.Join(errs...); err != nil {
 		// Returning the error would drop the deadlines above (controller-runtime ignores the result
@@ -401,7 +406,7 @@ func (r *Reconciler) reportHold(ctx context.Context, snap *targets.Snapshot, d h
 	case health.SkipLeased:
 		r.leaseBusy(snap.Stored, d.Name, leaseResult{otherHolder: n.LeasedBy, expires: n.LeasedUntil})
 	case health.SkipEtcdQuorum:
-		r.reportOnce(ctx, snap.Stored, d.Name, "etcd/"+d.Name+"/"+n.EtcdGuard, "Not remediating control-plane node %s yet: %s", d.Name, n.EtcdGuard)
+		r.reportOnce(ctx, snap.Stored, d.Name, onceEtcd, n.EtcdGuard, "Not remediating control-plane node %s yet: %s", d.Name, n.EtcdGuard)
 	}
 }
 
@@ -490,12 +495,12 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		stepCRs[i] = remediationcr.StepCR(&crs[i])
 	}
 	for _, i := range e.Stale {
-		r.reportOnce(ctx, nhc, node, "stale/"+string(crs[i].GetUID()),
+		r.reportOnce(ctx, nhc, node, onceStale, string(crs[i].GetUID()),
 			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
 			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
 	}
 	if d.EscalationHeld() {
-		r.reportOnce(ctx, nhc, node, "held/"+node+"/"+string(d.SkipReason)+"/"+e.Started.String(),
+		r.reportOnce(ctx, nhc, node, onceHeld, string(d.SkipReason)+"/"+e.Started.String(),
 			"%s; the running remediation continues, and the next step is decided again once nothing holds it (%s)", capitalize(d.SkipMessage), d.SkipReason)
 	}
 
@@ -548,14 +553,14 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 
 	for _, i := range e.TimeOut {
 		cr := &crs[i]
-		mark := "timed-out/" + string(cr.GetUID())
-		if r.written.made(mark, r.Wall.Now()) {
+		mark := ownWrite{writeTimedOut, cr.GetUID()}
+		if r.memory.made(nhc.UID, node, mark, r.Wall.Now()) {
 			continue // marked by an earlier look; the cache does not show it yet
 		}
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.NHCTimedOutAnnotation, ptr.To(now.UTC().Format(time.RFC3339))); err != nil {
 			return renewAt, fmt.Errorf("marking %s %s/%s timed out: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
-		r.written.record(mark, r.Wall.Now())
+		r.memory.record(nhc.UID, node, mark, r.Wall.Now())
 		ctrl.LoggerFrom(ctx).Info("Remediation timed out", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "overdue", e.Overdue)
 		if e.Exhausted {
 			r.event(nhc, corev1.EventTypeWarning, remediationv1alpha1.EventReasonNoTemplateLeft, "Escalate",
@@ -572,7 +577,7 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 // reportDryRun emits a WouldRemediate event about the node once per NodeHealthCheck, node and
 // what (the step it would escalate to).
 func (r *Reconciler) reportDryRun(nhc *remediationv1alpha1.NodeHealthCheck, node, what, format string, args ...any) {
-	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/dry-run/"+node+"/"+what, true); !seen {
+	if r.memory.first(nhc.UID, node, onceDryRun, what) {
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonWouldRemediate, "DryRun", format, args...)
 	}
 }
@@ -610,7 +615,7 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 		if err := remediationcr.PatchAnnotation(ctx, r.Client, cr, remediationv1alpha1.OldRemediationCRAnnotation, ptr.To(remediationv1alpha1.OldRemediationCRFlag)); err != nil {
 			return next, fmt.Errorf("flagging %s %s/%s as old: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err)
 		}
-		if _, counted := r.reported.LoadOrStore("old/"+string(cr.GetUID()), true); counted {
+		if !r.memory.first(nhc.UID, node, onceOld, string(cr.GetUID())) {
 			continue // flagged before the cache showed it
 		}
 		oldRemediationCR.WithLabelValues(node, "").Inc()
@@ -622,7 +627,7 @@ func (r *Reconciler) flagOld(ctx context.Context, nhc *remediationv1alpha1.NodeH
 
 // leaseBusy reports, once per holder, that another party holds the node's lease.
 func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node string, lease leaseResult) {
-	if _, seen := r.reported.LoadOrStore("lease/"+string(nhc.UID)+"/"+node+"/"+lease.otherHolder, true); seen {
+	if !r.memory.first(nhc.UID, node, onceLease, lease.otherHolder) {
 		return
 	}
 	until := "it releases it (the lease has no expiry)"
@@ -802,7 +807,7 @@ func (r *Reconciler) refused(ctx context.Context, snap *targets.Snapshot, node s
 // node), once per distinct note.
 func (r *Reconciler) reportRefusal(nhc *remediationv1alpha1.NodeHealthCheck, node, note string, args ...any) {
 	msg := fmt.Sprintf(note, args...)
-	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/refused/"+msg, true); seen {
+	if !r.memory.first(nhc.UID, node, onceRefused, msg) {
 		return
 	}
 	r.nodeRelatedEvent(nhc, node, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationRefused, skipAction(msg), "%s", msg)
@@ -871,27 +876,28 @@ func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alph
 			return nil
 		}
 		if _, timedOut := existing.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; !timedOut || !existing.GetDeletionTimestamp().IsZero() {
-			r.reportOnce(ctx, nhc, node, "exists/"+string(existing.GetUID()),
+			r.reportOnce(ctx, nhc, node, onceExists, string(existing.GetUID()),
 				"Node %s: cannot create %s %s/%s from template %s: the CR of that name, from template %s, still runs", node, cr.GetKind(), cr.GetNamespace(), cr.GetName(), newTemplate, oldTemplate)
 			return nil
 		}
 		return r.deleteAll(ctx, nhc, node, []unstructured.Unstructured{*existing},
 			fmt.Sprintf("it timed out, and the CR from template %s that replaces it needs its name", newTemplate))
 	case ok:
-		r.reportOnce(ctx, nhc, node, "first-wins/"+string(existing.GetUID()),
+		r.reportOnce(ctx, nhc, node, onceFirstWins, string(existing.GetUID()),
 			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
 			node, name, existing.GetKind(), existing.GetNamespace(), existing.GetName())
 	default:
-		r.reportOnce(ctx, nhc, node, "foreign/"+string(existing.GetUID()),
+		r.reportOnce(ctx, nhc, node, onceForeign, string(existing.GetUID()),
 			"Node %s: cannot create %s %s/%s: an object of that name that no NodeHealthCheck controls exists", node, cr.GetKind(), cr.GetNamespace(), cr.GetName())
 	}
 	return nil
 }
 
 // reportOnce emits a warning RemediationSkipped event regarding the NodeHealthCheck, related to the
-// node, with an action of its own (skipAction), and logs it, once per key and NodeHealthCheck.
-func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node, key, note string, args ...any) {
-	if _, seen := r.reported.LoadOrStore(string(nhc.UID)+"/"+key, true); seen {
+// node, with an action of its own (skipAction), and logs it, once per NodeHealthCheck, node, kind and
+// value (memory).
+func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, kind onceKind, value, note string, args ...any) {
+	if !r.memory.first(nhc.UID, node, kind, value) {
 		return
 	}
 	msg := fmt.Sprintf(note, args...)
@@ -911,28 +917,6 @@ func skipAction(note string) string {
 	return fmt.Sprintf("Skip-%08x", h.Sum32())
 }
 
-// ownWritesTTL is how long a write of this controller is not made again while the cache still shows
-// the object as it was: the cache sees its own writes within milliseconds; a minute covers an
-// overloaded API server. A CR a remediator's finalizer keeps shows its deletionTimestamp by then.
-const ownWritesTTL = time.Minute
-
-// ownWrites remembers writes by key ("<verb>/<uid>") and when (Wall) they were made.
-type ownWrites struct{ m sync.Map }
-
-func (w *ownWrites) record(key string, now time.Time) { w.m.Store(key, now) }
-
-// made reports whether the write was made within ownWritesTTL, and forgets older ones.
-func (w *ownWrites) made(key string, now time.Time) bool {
-	w.m.Range(func(k, at any) bool {
-		if now.Sub(at.(time.Time)) > ownWritesTTL {
-			w.m.Delete(k)
-		}
-		return true
-	})
-	_, ok := w.m.Load(key)
-	return ok
-}
-
 // deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
 // shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
 // each delete reported once (a CR found gone already is not reported again).
@@ -944,7 +928,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if !cr.GetDeletionTimestamp().IsZero() {
 			continue // being deleted; the remediator's finalizer decides when it is gone
 		}
-		if r.written.made("delete/"+string(cr.GetUID()), now) {
+		if r.memory.made(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now) {
 			continue // deleted by an earlier look; the cache does not show it yet
 		}
 		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
@@ -956,7 +940,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 			continue
 		}
-		r.written.record("delete/"+string(cr.GetUID()), now)
+		r.memory.record(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now)
 		r.targets.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -48,7 +49,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 			return leaseResult{}, fmt.Errorf("getting node %s for its lease: %w", node, err)
 		}
 		lease = &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: r.leaseNamespace(), Name: nodelease.Name(node),
+			ObjectMeta: metav1.ObjectMeta{Namespace: r.leaseNamespace(), Name: nodelease.Name(node), Labels: r.releaseLabels(nil),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID}}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
 				AcquireTime: &metav1.MicroTime{Time: stepStart}, RenewTime: &metav1.MicroTime{Time: now}},
@@ -73,6 +74,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		return res, nil
 	}
 	lease = lease.DeepCopy()
+	lease.Labels = r.releaseLabels(lease.Labels)
 	lease.Spec.HolderIdentity, lease.Spec.LeaseDurationSeconds = &holder, &seconds
 	lease.Spec.AcquireTime, lease.Spec.RenewTime = &metav1.MicroTime{Time: renewal.AcquireTime}, &metav1.MicroTime{Time: now}
 	if err := r.Update(ctx, lease); err != nil {
@@ -80,6 +82,20 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	}
 	r.awaitLease(ctx, lease, false)
 	return res, nil
+}
+
+// releaseLabels returns a lease's labels with this release's identity (lease.ReleaseLabel) added when
+// it has none (a lease an earlier version created is labelled at its next renewal). A lease another
+// release labelled keeps its label: an uninstall may leave a lease to expire, but never deletes one
+// another release may be renewing. Unchanged without a Release.
+func (r *Reconciler) releaseLabels(labels map[string]string) map[string]string {
+	if _, labelled := labels[nodelease.ReleaseLabel]; r.Release == "" || labelled {
+		return labels
+	}
+	out := make(map[string]string, len(labels)+1)
+	maps.Copy(out, labels)
+	out[nodelease.ReleaseLabel] = r.Release
+	return out
 }
 
 // holdLease is takeLease on the lease as read, and, when that view was stale (the write conflicted,

@@ -49,11 +49,10 @@ func (r *Reconciler) machineOf(ctx context.Context, nhc *remediationv1alpha1.Nod
 	return m, nil
 }
 
-// reportMachineLink emits a MachineLinkRejected warning, once per node, Machine and cause (again
-// after a restart at most), regarding the NodeHealthCheck and related to the node, and logs it.
+// reportMachineLink emits a MachineLinkRejected warning, once per NodeHealthCheck, node, Machine and
+// cause (again after a restart at most, or once the node left the NodeHealthCheck; see memory), regarding the NodeHealthCheck and related to the node, and logs it.
 func (r *Reconciler) reportMachineLink(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, claim machines.Claim, why string) {
-	key := fmt.Sprintf("machine-link/%s/%s/%s/%s", node, claim.Kind, claim, why)
-	if _, seen := r.reported.LoadOrStore(key, true); seen {
+	if !r.memory.first(nhc.UID, node, onceMachineLink, fmt.Sprintf("%s/%s/%s", claim.Kind, claim, why)) {
 		return
 	}
 	msg := fmt.Sprintf("Node %s names %s %s in its %s annotation, but %s: its remediation CR gets no Machine owner, and the Machine's role does not count",

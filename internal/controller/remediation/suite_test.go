@@ -19,6 +19,13 @@ import (
 // returnGrace is the returning-node hold the controllers run with, on in production.
 const returnGrace = time.Minute
 
+// release is the release identity the controllers label their node leases with.
+const release = "nhc-system.nhc"
+
+// seriesGrace is how long the metric series of a node no NodeHealthCheck holds any more stay
+// (nhc.DefaultSeriesGrace in the manager): short, so that specs see them go.
+const seriesGrace = 2 * time.Second
+
 var (
 	// conditionTimes is the controllers' record of node condition changes.
 	conditionTimes *watch.ConditionChanges
@@ -26,6 +33,8 @@ var (
 	requests = &testutil.RequestCounter{}
 	// watches holds back what the manager's watches deliver, for specs of a lagging cache.
 	watches = &testutil.WatchGate{}
+	// controllers are the controllers the manager runs, for specs that look into their memory.
+	controllers controller.Controllers
 	// Both controllers run, as in the manager: nhc reports in status, remediation acts. Every spec
 	// starts with the fake clock at real time.
 	e = testutil.ControllerSuite(testutil.SuiteOptions{
@@ -36,7 +45,7 @@ var (
 			// hour"): every condition time is trusted but in the specs that set a bound.
 			conditionTimes = watch.NewConditionChanges(clock, watch.TrustEveryConditionTime)
 			return controller.SetupWithManager(mgr, controller.Options{Clock: clock, ReturnGrace: returnGrace, RemovalHold: health.DefaultRemovalHold,
-				ConditionChanges: conditionTimes})
+				ConditionChanges: conditionTimes, SeriesGrace: seriesGrace, Release: release, Controllers: &controllers})
 		},
 		ClockAtRealTime: true,
 	})

@@ -98,29 +98,45 @@ func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informe
 // as it is (see ConditionChanges): the condition types whose status differs while their
 // lastTransitionTime did not move forward (a writer that keeps that time true, a kubelet, says when
 // the change happened better than when the watch delivered it; a condition the node did not have
-// before changed nothing), and which condition times it does not trust.
+// before changed nothing), and which condition times it does not trust. It forgets the types the
+// node no longer has: the node writes its condition types itself, so the record holds no more than
+// the node carries now (and nothing once the node is deleted).
 func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var seen, untrusted map[corev1.NodeConditionType]time.Time // allocated only when needed: heartbeats come here too
+	// Allocated only when something changed: heartbeats come here too.
+	var seen, untrusted map[corev1.NodeConditionType]time.Time
 	distrust := func(t corev1.NodeConditionType, since time.Time) {
 		if untrusted == nil {
 			untrusted = map[corev1.NodeConditionType]time.Time{}
 		}
 		untrusted[t] = since
 	}
+	wasSeen := c.seen[updated.Name]
+	keepSeen := func() {
+		if seen != nil {
+			return
+		}
+		seen = make(map[corev1.NodeConditionType]time.Time, len(wasSeen)+1)
+		for t, at := range wasSeen {
+			if condition(updated, t) != nil {
+				seen[t] = at
+			}
+		}
+	}
+	for t := range wasSeen {
+		if condition(updated, t) == nil {
+			keepSeen() // a type the node no longer has
+			break
+		}
+	}
 	before := c.untrusted[updated.Name]
 	for _, cond := range updated.Status.Conditions {
 		was := condition(old, cond.Type)
 		changed := old != nil && (was == nil || was.Status != cond.Status)
 		if changed && was != nil && !cond.LastTransitionTime.After(was.LastTransitionTime.Time) {
-			if seen == nil {
-				seen = maps.Clone(c.seen[updated.Name])
-				if seen == nil {
-					seen = map[corev1.NodeConditionType]time.Time{}
-				}
-			}
+			keepSeen()
 			seen[cond.Type] = now
 		}
 		switch since, ok := before[cond.Type]; {
@@ -134,7 +150,11 @@ func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 			distrust(cond.Type, now) // first seen so
 		}
 	}
-	if seen != nil {
+	switch {
+	case seen == nil:
+	case len(seen) == 0:
+		delete(c.seen, updated.Name)
+	default:
 		c.seen[updated.Name] = seen
 	}
 	switch {
@@ -173,6 +193,13 @@ func (c *ConditionChanges) Untrusted(node string) map[corev1.NodeConditionType]t
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.untrusted[node]
+}
+
+// Len returns how many nodes it holds changes of.
+func (c *ConditionChanges) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.seen)
 }
 
 // Seen returns when each condition type of the node was seen changing status (nil: none was). The

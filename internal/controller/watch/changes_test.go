@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,5 +130,32 @@ func TestUntrustedConditionTimes(t *testing.T) {
 		if c.Untrusted("n") != nil {
 			t.Fatal("a deleted node's record stays")
 		}
+	}
+}
+
+// A node writes its condition types itself: the record keeps only those it carries now, so one that
+// flips types of its own and drops them again costs nothing once they are gone.
+func TestConditionChangesKeepOnlyTheTypesTheNodeCarries(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	c := NewConditionChanges(clock, 10*time.Second)
+	node := func(conds ...corev1.NodeCondition) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{Conditions: conds}}
+	}
+	cond := func(t string, s corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeConditionType(t), Status: s}
+	}
+	ready := cond(string(corev1.NodeReady), corev1.ConditionTrue)
+	c.Update(node(cond(string(corev1.NodeReady), corev1.ConditionFalse)), node(ready))
+	for i := range 100 {
+		custom := fmt.Sprintf("Custom%d", i)
+		c.Update(node(ready, cond(custom, corev1.ConditionFalse)), node(ready, cond(custom, corev1.ConditionTrue)))
+		c.Update(node(ready, cond(custom, corev1.ConditionTrue)), node(ready))
+	}
+	if got := c.Seen("n"); len(got) != 1 || got[corev1.NodeReady].IsZero() {
+		t.Fatalf("seen %d types (%v), want Ready alone", len(got), got[corev1.NodeReady])
+	}
+	c.Update(node(ready), node())
+	if got := c.Seen("n"); got != nil || c.Len() != 0 {
+		t.Fatalf("a node without conditions: seen %v, %d nodes recorded, want nothing", got, c.Len())
 	}
 }

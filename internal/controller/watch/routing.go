@@ -54,6 +54,9 @@ type Affected struct {
 	nhcs map[string]parsedSelector
 	// members holds, by NodeHealthCheck name, the nodes its selector selects (built on first use).
 	members map[string]*membership
+	// tracking is set once Track feeds nhcs: a membership is kept then only for a NodeHealthCheck
+	// it knows (Selected).
+	tracking bool
 	// Changes, when set, records the node condition changes of each update before the update is
 	// routed, so the decision it triggers sees them (the record's own informer handler runs
 	// concurrently and may come later).
@@ -105,6 +108,9 @@ func AffectedFor(mgr manager.Manager) (*Affected, error) {
 
 // Track keeps the NodeHealthChecks known from the informer's events.
 func (a *Affected) Track(informer cache.Informer) error {
+	a.mu.Lock()
+	a.tracking = true
+	a.mu.Unlock()
 	_, err := informer.AddEventHandler(a.handler())
 	return err
 }
@@ -243,7 +249,10 @@ func (a *Affected) Node(name string) (*corev1.Node, bool, bool) {
 // lock node events take: an event delivered before was applied to the store the build reads, one
 // delivered after is applied to the membership. Each node is checked against sel as read, so a
 // node whose labels changed in the store before its event arrived is not counted; its event
-// reconciles the NodeHealthCheck again.
+// reconciles the NodeHealthCheck again. While Track feeds it, the membership is kept only for a
+// NodeHealthCheck the informer shows (the same object): a reconcile of one deleted a moment ago, or
+// not shown yet, builds it for that call alone, so no membership outlives its NodeHealthCheck (its
+// delete event, which drops memberships, may come before that reconcile's call).
 func (a *Affected) Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool) {
 	if a.nodes == nil {
 		return nil, false
@@ -258,7 +267,11 @@ func (a *Affected) Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.N
 				m.nodes[n.Name] = struct{}{}
 			}
 		}
-		a.members[name] = m
+		if p, known := a.nhcs[name]; !a.tracking || (known && p.uid == uid) {
+			a.members[name] = m
+		} else {
+			delete(a.members, name)
+		}
 	}
 	names := make([]string, 0, len(m.nodes))
 	for n := range m.nodes {

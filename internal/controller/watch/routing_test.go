@@ -203,3 +203,39 @@ func mustSelected(t *testing.T, a *Affected, sel labels.Selector) []*corev1.Node
 	}
 	return nodes
 }
+
+// A reconcile of a NodeHealthCheck deleted a moment before (its delete event, which drops its
+// membership, came first) keeps no membership: none outlives its NodeHealthCheck. Nor does one of a
+// NodeHealthCheck the informer has not shown yet.
+func TestAffectedKeepsNoMembershipOfANodeHealthCheckItDoesNotKnow(t *testing.T) {
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	if err := store.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a1", Labels: map[string]string{"pool": "a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	a := NewAffected(nil)
+	a.nodes, a.tracking = store, true // as Track sets it
+	sel := metav1.LabelSelector{MatchLabels: map[string]string{"pool": "a"}}
+	nhc := selecting("pool-a", sel)
+	nhc.UID, nhc.Generation = "uid-pool-a", 1
+	selector, _ := metav1.LabelSelectorAsSelector(&sel)
+	selected := func() int {
+		t.Helper()
+		nodes, ok := a.Selected(&nhc, selector)
+		if !ok {
+			t.Fatal("Selected cannot tell with a node store")
+		}
+		return len(nodes)
+	}
+
+	if n := selected(); n != 1 || len(a.members) != 0 {
+		t.Fatalf("not shown by the informer yet: %d selected, %d memberships kept; want 1 and none", n, len(a.members))
+	}
+	a.handler().OnAdd(&nhc, false)
+	if n := selected(); n != 1 || len(a.members) != 1 {
+		t.Fatalf("shown: %d selected, %d memberships kept; want 1 and 1", n, len(a.members))
+	}
+	a.handler().OnDelete(&nhc)
+	if n := selected(); n != 1 || len(a.members) != 0 {
+		t.Fatalf("a reconcile after the delete event: %d selected, %d memberships kept; want 1 and none", n, len(a.members))
+	}
+}
