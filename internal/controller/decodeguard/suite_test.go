@@ -16,6 +16,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -35,7 +36,8 @@ var (
 		Configure: controller.ConfigureManager,
 		Setup: func(m ctrl.Manager, clock *clocktesting.FakeClock) error {
 			mgr = m
-			return controller.SetupWithManager(m, controller.Options{Clock: clock})
+			return controller.SetupWithManager(m, controller.Options{Clock: clock,
+				ConditionChanges: watch.NewConditionChanges(clock, watch.TrustEveryConditionTime)}) // fixtures backdate conditions
 		},
 		EventuallyTimeout: 20 * time.Second,
 	})
