@@ -35,7 +35,9 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
@@ -73,6 +75,9 @@ type options struct {
 	removalHold time.Duration
 	// maxClockSkew bounds the skew between the manager's clock and the API server's; 0: no bound.
 	maxClockSkew time.Duration
+	// conditionTimeBound bounds how far a node condition's lastTransitionTime may be from the
+	// manager's view of it; 0: maxClockSkew's value (10s when that is off); negative: no bound.
+	conditionTimeBound time.Duration
 	// selfManagedCerts is set when the operator manages its webhook certificate (no cert-manager).
 	selfManagedCerts *webhookcert.Options
 	zap              zap.Options
@@ -158,6 +163,8 @@ func parseFlags(fs *flag.FlagSet, args []string) (*options, error) {
 		"Where a NodeHealthCheck sets spec.skipNodesBeingRemoved, a node being removed (its deletion, the cluster autoscaler's or Karpenter's taint) gets no new remediation and its running one does not escalate, for at most this long from when the removal began: a removal that never completes (a stuck drain or finalizer) then holds a broken node no longer, with an event. 0: no bound.")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", DefaultShutdownDelay,
 		"How long to keep serving (the admission webhooks above all) after SIGTERM before stopping, so that the API server's calls that still reach this pod while its Services' endpoints and kube-proxy's rules catch up are answered. 0: stop at once.")
+	fs.DurationVar(&o.conditionTimeBound, "condition-time-bound", 0,
+		"A node condition whose lastTransitionTime is later than the manager's clock, earlier than the node's creation, or, at a change the manager's watch showed, earlier than that moment or the condition's heartbeat by more than this is not trusted: it counts from when the manager saw it change (a kubelet's or node-problem-detector's clock that runs slow would make a short blip count as the whole duration at once). Reported in the ConditionTimesUntrusted condition. 0: --max-clock-skew's value (10s when that is 0); negative: every time is trusted (node simulators that backdate conditions).")
 	fs.DurationVar(&o.maxClockSkew, "max-clock-skew", DefaultMaxClockSkew,
 		"Start no new remediation (nor escalation) while the manager's clock differs from the API server's by more than this, measured from the Date header of API responses: decisions compare the manager's clock with times the control plane wrote, so a clock minutes ahead would remediate a node that is unready for a moment. Reported in a condition, an event and the metric nodehealthcheck_clock_skew_seconds. Synchronised clocks agree within milliseconds, and 10s is small against the durations decisions measure (conditions of 300s by default). At least 1s (the Date header's resolution); 0: no bound (the skew is still measured and exported).")
 	var certSecret, webhookService, webhookConfigs string
@@ -356,8 +363,17 @@ func run(o *options) error {
 	if err := mgr.Add(probe); err != nil {
 		return fmt.Errorf("adding the clock skew probe: %w", err)
 	}
+	timeBound := o.conditionTimeBound
+	switch {
+	case timeBound < 0:
+		timeBound = watch.TrustEveryConditionTime
+	case timeBound == 0 && o.maxClockSkew > 0:
+		timeBound = o.maxClockSkew
+	case timeBound == 0:
+		timeBound = targets.DefaultFutureBound
+	}
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Release: o.release, Upgrade: o.upgrade,
-		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew}); err != nil {
+		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew, ConditionChanges: watch.NewConditionChanges(clk, timeBound)}); err != nil {
 		return err
 	}
 

@@ -280,7 +280,9 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 			AcquireTime: &metav1.MicroTime{Time: takeover.Add(-time.Hour)}, RenewTime: &metav1.MicroTime{Time: takeover}}}
 	g.Expect(k.Create(ctx, lock)).To(gomega.Succeed())
 	lockExpiry := takeover.Add(10 * time.Second)
-	_, log := c.startManager(t, bin, rel.Manifest, nil)
+	// The nodes were created a moment ago with conditions dated an hour back: times the manager
+	// would not trust.
+	_, log := c.startManager(t, bin, rel.Manifest, map[string]string{"--condition-time-bound": "-1s"})
 
 	// Both statuses rewritten in place, by this operator: same objects, the same CRs listed.
 	rewritten := func(name string, want map[string][]types.UID) func(gomega.Gomega) {

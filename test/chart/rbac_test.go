@@ -3,6 +3,7 @@ package chart
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,8 @@ func (c *cluster) serviceAccountKubeconfig(t *testing.T, sa string) string {
 }
 
 // startManager runs the manager out of cluster as the chart's ServiceAccount, with the arguments of
-// the release's Deployment (probe and metrics on free local ports; overrides replace flags by name).
+// the release's Deployment (probe and metrics on free local ports; overrides replace flags by name,
+// or add those the chart does not set).
 // It returns the probe address and the manager's output.
 func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map[string]string) (string, *bytes.Buffer) {
 	t.Helper()
@@ -97,11 +99,17 @@ func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map
 	}
 	overrides["--health-probe-bind-address"], overrides["--metrics-bind-address"] = probe, metrics
 	args := []string{"--kubeconfig=" + c.serviceAccountKubeconfig(t, "nhc-node-healthcheck"), "--leader-election-namespace=" + namespace}
+	used := map[string]bool{}
 	for _, a := range chartArgs(t, manifest) {
 		if name, _, _ := strings.Cut(a, "="); overrides[name] != "" {
-			a = name + "=" + overrides[name]
+			a, used[name] = name+"="+overrides[name], true
 		}
 		args = append(args, a)
+	}
+	for _, name := range slices.Sorted(maps.Keys(overrides)) {
+		if !used[name] {
+			args = append(args, name+"="+overrides[name]) // a flag the chart does not set
+		}
 	}
 	log := &bytes.Buffer{}
 	manager := exec.Command(bin, args...) //nolint:gosec // our binary
@@ -192,7 +200,9 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	_, log := c.startManager(t, bin, rel.Manifest, nil)
+	// The nodes were created a moment ago, "unhealthy for an hour": condition times the manager would
+	// not trust.
+	_, log := c.startManager(t, bin, rel.Manifest, map[string]string{"--condition-time-bound": "-1s"})
 
 	waitFor(t, "a remediation CR for the unhealthy node", func() bool {
 		list := &unstructured.UnstructuredList{}

@@ -129,7 +129,9 @@ func (s *nodes) fail(ctx context.Context, names []string, since time.Time) error
 		if !s.driven {
 			return localcluster.SetHeartbeats(ctx, s.k8s, n, false)
 		}
-		return s.setReady(ctx, n, corev1.ConditionUnknown, since)
+		// Written as the node lifecycle controller writes it: dated when written (since only bounds
+		// it), so that a write the benchmark's load delays is no backdated change.
+		return s.setReady(ctx, n, corev1.ConditionUnknown, later(since, time.Now()))
 	})
 }
 
@@ -182,4 +184,12 @@ func (s *nodes) heartbeat(ctx context.Context, names []string, period time.Durat
 			}
 		}
 	}
+}
+
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -16,8 +16,8 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
-	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
