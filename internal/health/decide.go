@@ -41,6 +41,10 @@ type Node struct {
 	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
 	// first one wins, and this one starts none (never two remediators on one node).
 	RemediatedElsewhere string
+	// ElsewhereUnknown, when set, says why another NodeHealthCheck may remediate the node unseen (its
+	// stored status lists the node with CRs of a kind that cannot be read now): unknown is not free,
+	// this one starts none, as for RemediatedElsewhere.
+	ElsewhereUnknown string
 	// Repairs are when the node's remediations started, as far as the repair budget counts them
 	// (recorded in status, the running one's, after the node's reset annotation).
 	Repairs []time.Time
@@ -491,6 +495,8 @@ func Decide(in Input) Decision {
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
+		case n.ElsewhereUnknown != "":
+			skip(nd, SkipRemediatedElsewhere, n.ElsewhereUnknown)
 		case n.BeingRemovedBy != "":
 			skip(nd, SkipBeingRemoved, fmt.Sprintf("node %s is being removed by %s", n.Name, n.BeingRemovedBy))
 		case n.Excluded:
