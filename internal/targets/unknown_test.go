@@ -126,7 +126,10 @@ func TestUnreadableKindsAreUnknown(t *testing.T) {
 	must(err)
 	synced := &KindSync{Informers: c, APIReader: k8s}
 
+	// Reads that waited for the cache would end only at this deadline.
 	start := time.Now()
+	ctx, cancelReads := context.WithTimeout(ctx, 3*KindSyncWait+15*time.Second)
+	defer cancelReads()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Annotations: map[string]string{
 		machines.ClusterAPIMachineAnnotation: "m1", machines.ClusterAPINamespaceAnnotation: "default"}}}
 	g := &Gatherer{Reader: k8s, Machines: &Machines{Reader: cached, Mapper: mapper, Synced: synced}}
