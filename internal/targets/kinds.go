@@ -22,12 +22,15 @@ import (
 // decision lists the CRs of every kind any NodeHealthCheck uses: one broken remediator stopped every
 // NodeHealthCheck. So each kind is read from the cache only once its informer has synced: the first
 // time for at most KindSyncWait, later not at all until it syncs. Until then the kind is
-// unavailable: the NodeHealthChecks whose templates use it are Disabled (RemediationKindUnavailable,
-// naming the kind and the API's error: the reflector's last one within KindFailureWindow, or the
-// answer to a list of one CR), every other one decides without it, holding only control-plane
-// starts back (another NodeHealthCheck's control-plane remediation of that kind could not be seen).
-// A kind that synced once stays readable: its cache holds the CRs as they were while its watch
-// fails, as for any stale cache.
+// unavailable: the NodeHealthChecks whose templates use it, or whose status lists CRs of it, are
+// Disabled (RemediationKindUnavailable, naming the kind and the API's error: the reflector's last
+// one within KindFailureWindow, or the answer to a list of one CR), every other one decides without
+// it, holding only control-plane starts back (another NodeHealthCheck's control-plane remediation
+// of that kind could not be seen). Unknown is not free: what such a kind may hide counts as running
+// (crs.go, unknownState): no lease of it is released or swept, no other NodeHealthCheck starts on a
+// node a status lists with it, and its status entries stay. A kind that synced once stays readable:
+// its cache holds the CRs as they were while its watch fails, as for any stale cache. Templates and
+// Machines are read through the same rule (KindSync).
 
 // KindSyncWait bounds how long a decision waits, once per kind, for a remediation kind's informer to
 // sync: a healthy kind's first list takes milliseconds to a second or two at scale.
