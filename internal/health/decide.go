@@ -514,6 +514,7 @@ func Decide(in Input) Decision {
 			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
 		case n.ControlPlane && in.ControlPlaneUnknown != "":
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits: %s", n.Name, in.ControlPlaneUnknown))
+			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck)) // a kind that syncs again may bring no event
 		case n.ControlPlane && controlPlaneBusy != "":
 			// One control-plane node at a time keeps etcd quorum and the API available.
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))

@@ -124,10 +124,12 @@ func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease
 // snapshot can tell: while a CR of a kind that cannot be read now may run on the node
 // (Snapshot.LeaseUnknown), the lease is kept. Unknown is not free: a lease released under a
 // remediation that still runs lets node maintenance, or another NodeHealthCheck, act on a node
-// mid-fence. The release comes once the kind can be read again and the remediation is seen to end.
+// mid-fence. The lease is remembered as one that may be left (leftLeases), so releaseLeftLeases
+// releases it once the kind can be read again and no CR is seen on the node.
 func (r *Reconciler) release(ctx context.Context, snap *targets.Snapshot, node string) error {
 	if why := snap.LeaseUnknown(node); why != "" {
 		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the node's lease: its remediation state is unknown", "node", node, "why", why)
+		r.leftLeases.Store(string(snap.Stored.UID)+"/"+node, node)
 		return nil
 	}
 	return r.releaseLease(ctx, snap.Stored, node)
