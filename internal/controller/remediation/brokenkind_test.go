@@ -151,6 +151,12 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		// Another NodeHealthCheck selects the same nodes, with a remediator that works.
 		second := e.NewNHC(ctx, grp)
 		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
+		// A third escalates to the broken kind after a first step of a kind that works, which runs.
+		brokenStep := remediationv1alpha1.EscalatingRemediation{Order: 2, Timeout: metav1.Duration{Duration: time.Hour},
+			RemediationTemplate: *first.Spec.RemediationTemplate}
+		third, recovering := escalatingNHC(ctx, stepTemplate(ctx, testutil.TestRemediationKind, 1, time.Hour, false), brokenStep)
+		Eventually(e.TestCRs(ctx, recovering.Name)).Should(HaveLen(1))
+		Eventually(nodeLease(ctx, recovering.Name)).ShouldNot(BeNil())
 
 		By("the webhook goes down, and the leader changes")
 		webhook.stop(ctx)
@@ -197,6 +203,12 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		}
 		Consistently(unknown).WithTimeout(2 * time.Second).Should(Succeed())
 
+		By("a node of a NodeHealthCheck that uses the kind recovers: its CR of the kind that works goes, its lease stays")
+		e.SetReady(ctx, recovering, corev1.ConditionTrue, 0)
+		Eventually(e.TestCRs(ctx, recovering.Name)).Should(BeEmpty())
+		e.RemediationDecided(ctx, third)
+		Consistently(nodeLease(ctx, recovering.Name)).WithTimeout(2*time.Second).ShouldNot(BeNil(), "a CR of the kind that cannot be read may still run")
+
 		By("the lease expires while the kind cannot be read: still no other NodeHealthCheck starts on the node")
 		e.Step(ctx, nodelease.Duration(0)+time.Minute)
 		e.RemediationDecided(ctx, second)
@@ -219,6 +231,8 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		Expect(entryOf(ctx, first, sick.Name)()).To(HaveField("Remediations", ConsistOf(HaveField("Resource.UID", running.GetUID()))))
 		Expect(e.Status(ctx, first)().RemediationOutcomes).NotTo(ContainElement(HaveField("Name", sick.Name)))
 		Expect(e.TestCRs(ctx, sick.Name)()).To(BeEmpty())
+		Eventually(nodeLease(ctx, recovering.Name), time.Minute).Should(BeNil(), "the kept lease is released once nothing runs on the node")
+		Expect(e.K8s.Delete(ctx, third)).To(Succeed())
 		Expect(e.K8s.Delete(ctx, second)).To(Succeed())
 		Expect(e.K8s.Delete(ctx, first)).To(Succeed())
 	})
