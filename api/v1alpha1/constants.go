@@ -95,6 +95,10 @@ const (
 	// ConditionReasonDisabledTemplateInvalid is the reason of Disabled=True when a referenced
 	// remediation template exists but lacks spec.template.
 	ConditionReasonDisabledTemplateInvalid = "RemediationTemplateInvalid"
+	// ConditionReasonDisabledTemplateUnavailable is the reason of Disabled=True when a referenced
+	// remediation template's kind cannot be read now (its conversion webhook down, its informer not
+	// synced); the message names the template and the API server's error.
+	ConditionReasonDisabledTemplateUnavailable = "RemediationTemplateUnavailable"
 	// ConditionReasonDisabledMHC is the reason of Disabled=True when a conflicting MachineHealthCheck
 	// exists.
 	ConditionReasonDisabledMHC = "ConflictingMachineHealthCheckDetected"

@@ -92,9 +92,16 @@ type UpgradeOptions struct {
 }
 
 // NewTemplateReader returns the manager's reader of remediation templates: cached and watched when
-// the operator may list and watch their kind, read directly otherwise.
-func NewTemplateReader(mgr ctrl.Manager) *templateaccess.Reader {
-	return &templateaccess.Reader{Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+// the operator may list and watch their kind (read only once the kind's informer has synced, by
+// synced), read directly otherwise.
+func NewTemplateReader(mgr ctrl.Manager, synced *targets.KindSync) *templateaccess.Reader {
+	return &templateaccess.Reader{Cached: mgr.GetClient(), Direct: mgr.GetAPIReader(), Reviewer: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Synced: synced}
+}
+
+// NewKindSync returns the readable-or-skip rule of the manager's cache for the kinds the
+// controllers read by name (templates, Machines): no read waits for an informer that does not sync.
+func NewKindSync(mgr ctrl.Manager) *targets.KindSync {
+	return &targets.KindSync{Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
 }
 
 // ConfigureManager sets the manager options the controllers rely on (see watch.ConfigureManager).
@@ -119,7 +126,8 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if gate == nil {
 		gate = upgrade.NewGate(o.Upgrade.NodeRollout)
 	}
-	templates := NewTemplateReader(mgr)
+	synced := NewKindSync(mgr)
+	templates := NewTemplateReader(mgr, synced)
 	leases, err := remediation.NewLeaseCache(mgr, leaseNamespace(o.LeaseNamespace))
 	if err != nil {
 		return err
@@ -143,6 +151,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	// One reader of nodes' Machines for both controllers: they decide alike which nodes are
 	// control-plane nodes.
 	machines := targets.NewMachines(mgr.GetClient())
+	machines.Synced = synced
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),

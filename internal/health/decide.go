@@ -42,6 +42,10 @@ type Node struct {
 	// RemediatedElsewhere names another NodeHealthCheck that has a remediation CR for the node: the
 	// first one wins, and this one starts none (never two remediators on one node).
 	RemediatedElsewhere string
+	// ElsewhereUnknown, when set, says why another NodeHealthCheck may remediate the node unseen (its
+	// stored status lists the node with CRs of a kind that cannot be read now): unknown is not free,
+	// this one starts none, as for RemediatedElsewhere.
+	ElsewhereUnknown string
 	// Repairs are when the node's remediations started, as far as the repair budget counts them
 	// (recorded in status, the running one's, after the node's reset annotation).
 	Repairs []time.Time
@@ -603,6 +607,8 @@ func Decide(in Input) Decision {
 			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
 		case n.RemediatedElsewhere != "":
 			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
+		case n.ElsewhereUnknown != "":
+			skip(nd, SkipRemediatedElsewhere, n.ElsewhereUnknown)
 		case removing(in, n, &d):
 			skip(nd, SkipBeingRemoved, removalMessage(n, in.RemovalHold))
 		case n.Excluded:
@@ -620,6 +626,7 @@ func Decide(in Input) Decision {
 			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
 		case n.ControlPlane && in.ControlPlaneUnknown != "":
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits: %s", n.Name, in.ControlPlaneUnknown))
+			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck)) // a kind that syncs again may bring no event
 		case n.ControlPlane && controlPlaneBusy != "":
 			// One control-plane node at a time keeps etcd quorum and the API available.
 			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))

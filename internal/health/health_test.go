@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/lease"
 )
 
 var (
@@ -716,6 +717,25 @@ func TestOtherNodeHealthChecks(t *testing.T) {
 	}
 	if s := d.Skipped(); len(s) != 1 || s[0].SkipReason != SkipControlPlane || !strings.Contains(s[0].SkipMessage, "cp0") {
 		t.Fatalf("skipped %+v", s)
+	}
+
+	// Unknown is not free: a node another NodeHealthCheck may remediate unseen gets none here
+	// either, with its own message; a control-plane start held because a remediation elsewhere
+	// cannot be ruled out looks again a minute later (the kind may sync without an event).
+	d = Decide(Input{Now: now, UnhealthyConditions: defaults, MinHealthy: &one, ControlPlaneUnknown: "kind X cannot be listed", Nodes: []Node{
+		node("a", false, healthy),
+		{Name: "w", Conditions: []corev1.NodeCondition{sick}, ElsewhereUnknown: "node w may be remediated by NodeHealthCheck other"},
+		{Name: "cp1", Conditions: []corev1.NodeCondition{sick}, ControlPlane: true},
+	}})
+	if got := d.Started(); len(got) != 0 {
+		t.Fatalf("started %v, want none", got)
+	}
+	if s := d.Skipped(); len(s) != 2 || s[1].Name != "w" || s[1].SkipReason != SkipRemediatedElsewhere || s[1].SkipMessage != "node w may be remediated by NodeHealthCheck other" ||
+		s[0].SkipReason != SkipControlPlane || !strings.Contains(s[0].SkipMessage, "kind X cannot be listed") {
+		t.Fatalf("skipped %+v", s)
+	}
+	if !d.Next.Equal(now.Add(lease.Recheck)) {
+		t.Fatalf("next %s, want a minute later", d.Next)
 	}
 }
 

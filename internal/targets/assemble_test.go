@@ -10,7 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
@@ -135,6 +137,49 @@ func TestAssemble(t *testing.T) {
 					t.Errorf("control plane unknown %q: want it to name the kind", in.ControlPlaneUnknown)
 				}
 			}},
+		{"a node another NodeHealthCheck's status lists with CRs of a kind that cannot be read is remediated elsewhere, unknown: no start, its lease unknown", Acting, func(r *reading) {
+			o := other.DeepCopy()
+			o.Status.UnhealthyNodes = []remediationv1alpha1.UnhealthyNode{{Name: "w1", Remediations: []remediationv1alpha1.Remediation{
+				{Resource: corev1.ObjectReference{APIVersion: "broken.medik8s.io/v1alpha1", Kind: "BrokenRemediation", Name: "w1"}}}}}
+			r.nhcs = append(r.nhcs, *o)
+			r.kinds.unknown = []schema.GroupVersionKind{{Group: "broken.medik8s.io", Version: "v1alpha1", Kind: "BrokenRemediation"}}
+			r.nodes[0].Status.Conditions[0].Status = corev1.ConditionUnknown
+			r.nodes[0].Status.Conditions[0].LastTransitionTime = metav1.NewTime(assembleNow.Add(-time.Hour))
+			one := intstr.FromInt32(1)
+			r.nhc.Spec.MinHealthy, r.nhc.Spec.MaxUnhealthy = &one, nil
+		}, func(t *testing.T, s *Snapshot, in health.Input) {
+			w1 := inputNode(t, in, "w1")
+			if !strings.Contains(w1.ElsewhereUnknown, "NodeHealthCheck other") || !strings.Contains(w1.ElsewhereUnknown, "BrokenRemediation.broken.medik8s.io") {
+				t.Errorf("w1 elsewhere unknown %q: want it to name the other NodeHealthCheck and the kind", w1.ElsewhereUnknown)
+			}
+			if why := s.LeaseUnknown("w1"); !strings.Contains(why, "NodeHealthCheck other") {
+				t.Errorf("w1's lease unknown %q: want it to name the other NodeHealthCheck", why)
+			}
+			if s.LeaseUnknown("w2") != "" || inputNode(t, in, "w2").ElsewhereUnknown != "" || s.Problem != nil {
+				t.Errorf("w2's lease unknown %q, problem %v: want neither (the kind is not ours)", s.LeaseUnknown("w2"), s.Problem)
+			}
+			if !s.Unreadable(schema.GroupVersionKind{Group: "broken.medik8s.io", Version: "v1alpha1", Kind: "BrokenRemediation"}) {
+				t.Errorf("the kind is not reported unreadable")
+			}
+			d := health.Decide(in)
+			if len(d.Nodes) != 1 || d.Nodes[0].Action != health.Skip || d.Nodes[0].SkipReason != health.SkipRemediatedElsewhere {
+				t.Errorf("decision %+v: want w1 skipped, remediated elsewhere", d.Nodes)
+			}
+		}},
+		{"a kind a NodeHealthCheck uses that cannot be read makes every lease of its own unknown", Acting, func(r *reading) {
+			r.kinds.unknown = []schema.GroupVersionKind{{Group: "test.medik8s.io", Version: "v1alpha1", Kind: "TestRemediation"}}
+		}, func(t *testing.T, s *Snapshot, in health.Input) {
+			if why := s.LeaseUnknown("w2"); !strings.Contains(why, "TestRemediation.test.medik8s.io") {
+				t.Errorf("w2's lease unknown %q: want it to name the kind", why)
+			}
+		}},
+		{"a node whose Machine cannot be read holds control-plane starts, naming why", Reporting, func(r *reading) {
+			r.controlPlane["w1"], r.controlPlaneUnknown = true, "whether node w1 is a control-plane node is unknown"
+		}, func(t *testing.T, s *Snapshot, in health.Input) {
+			if !inputNode(t, in, "w1").ControlPlane || in.ControlPlaneUnknown != "whether node w1 is a control-plane node is unknown" {
+				t.Errorf("w1 control plane %v, control plane unknown %q: want true, the reason", inputNode(t, in, "w1").ControlPlane, in.ControlPlaneUnknown)
+			}
+		}},
 		{"reporting gathers the overlaps", Reporting, func(r *reading) { r.nhcs = append(r.nhcs, *other) },
 			func(t *testing.T, s *Snapshot, in health.Input) {
 				if len(s.Overlaps) != 1 {

@@ -36,20 +36,25 @@ func RemediationKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVe
 }
 
 // kindsRead says what remediationCRs could not read: the problem of a kind the NodeHealthCheck uses
-// (not watchable, or unavailable), and a kind whose CRs were never listed.
+// (not watchable, or unavailable), a kind whose CRs were never listed, and every kind in use whose
+// CRs cannot be read now (unknown: whatever runs of it is unseen).
 type kindsRead struct {
 	problem  *Problem
 	unlisted string
+	unknown  []schema.GroupVersionKind
 }
 
 // remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
 // every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind
 // the operator may not list and watch is not read (its informer would never sync), nor is one whose
-// CRs cannot be listed now (kindReadable); when nhc uses it, the returned problem says so. nhcs are
-// every NodeHealthCheck, as the cache holds them (read only).
+// CRs cannot be listed now (kindReadable); when nhc uses it (its templates, or the CRs its status
+// lists), the returned problem says so. nhcs are every NodeHealthCheck, as the cache holds them
+// (read only).
 func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, kindsRead, error) {
-	own := templateKinds(nhc)
 	kinds := RemediationKinds(nhc)
+	// Its status's kinds too: a NodeHealthCheck that cannot read the CRs it lists cannot tell
+	// whether they still run (Unknown is not free), and starts nothing meanwhile.
+	own := slices.Clone(kinds)
 	for i := range nhcs {
 		for _, gvk := range RemediationKinds(&nhcs[i]) {
 			if !slices.Contains(kinds, gvk) {
@@ -82,6 +87,9 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 				continue // no CR of a kind that is not served exists
 			}
 			if !watchable {
+				if slices.Contains(inUse, gvk) {
+					read.unknown = append(read.unknown, gvk)
+				}
 				if read.problem == nil && slices.Contains(own, gvk) {
 					read.problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationNotWatchable,
 						fmt.Sprintf("The operator may not list and watch %s.%s, so it cannot tell which nodes are remediated; the remediator's ClusterRole labelled %s=true must grant get, list, watch, create, update, patch and delete on them",
@@ -99,14 +107,17 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 				continue
 			}
 		}
-		if state := g.kindReadable(ctx, gvk, slices.Contains(inUse, gvk)); !state.ok {
+		if nr := g.kindReadable(ctx, gvk, slices.Contains(inUse, gvk)); nr != nil {
 			if read.problem == nil && slices.Contains(own, gvk) {
 				read.problem = &Problem{remediationv1alpha1.ConditionReasonDisabledRemediationUnavailable,
-					fmt.Sprintf("The remediation CRs of kind %s.%s cannot be read, so the operator cannot tell which nodes are remediated: %s", gvk.Kind, gvk.Group, state.why)}
+					fmt.Sprintf("The remediation CRs of kind %s.%s cannot be read, so the operator cannot tell which nodes are remediated: %s", gvk.Kind, gvk.Group, nr.Why)}
 			}
 			// A kind no NodeHealthCheck uses any more (its CRD deleted, say) holds nothing back.
-			if read.unlisted == "" && slices.Contains(inUse, gvk) {
-				read.unlisted = gvk.Kind + "." + gvk.Group
+			if slices.Contains(inUse, gvk) {
+				if read.unlisted == "" {
+					read.unlisted = gvk.Kind + "." + gvk.Group
+				}
+				read.unknown = append(read.unknown, gvk)
 			}
 			continue
 		}
@@ -143,4 +154,96 @@ func templateKinds(nhc *remediationv1alpha1.NodeHealthCheck) []schema.GroupVersi
 		}
 	}
 	return kinds
+}
+
+// unknownState is what a snapshot cannot tell because some remediation kinds in use cannot be read
+// now (Unknown is not free: state the operator cannot read is "unknown, maybe busy", never
+// "nothing there").
+type unknownState struct {
+	// kinds are the kinds in use whose CRs cannot be read now.
+	kinds []schema.GroupVersionKind
+	// own names one of them that the NodeHealthCheck uses itself (its templates, or CRs its status
+	// lists), "" when none: a CR of it may run on any of its nodes unseen.
+	own string
+	// nodes are, per node, the NodeHealthChecks whose stored status lists it with CRs of such a
+	// kind, and the kind (the first in the cache's order).
+	nodes map[string]unknownNode
+}
+
+// unknownNode is a NodeHealthCheck whose stored status lists a node with CRs of a kind that cannot
+// be read now.
+type unknownNode struct {
+	nhc  string
+	ours bool
+	kind string
+}
+
+// unknownOf finds, in every NodeHealthCheck's stored status (ours as read, the others as the cache
+// holds them), the nodes listed with CRs of a kind that cannot be read now.
+func unknownOf(r *reading) unknownState {
+	u := unknownState{kinds: r.kinds.unknown}
+	if len(u.kinds) == 0 {
+		return u
+	}
+	for _, gvk := range RemediationKinds(r.stored) {
+		if slices.Contains(u.kinds, gvk) {
+			u.own = gvk.Kind + "." + gvk.Group
+			break
+		}
+	}
+	list := func(nhc *remediationv1alpha1.NodeHealthCheck, ours bool) {
+		for _, e := range nhc.Status.UnhealthyNodes {
+			if _, seen := u.nodes[e.Name]; seen {
+				continue
+			}
+			for _, rem := range e.Remediations {
+				if gvk := rem.Resource.GroupVersionKind(); slices.Contains(u.kinds, gvk) {
+					if u.nodes == nil {
+						u.nodes = map[string]unknownNode{}
+					}
+					u.nodes[e.Name] = unknownNode{nhc: nhc.Name, ours: ours, kind: gvk.Kind + "." + gvk.Group}
+					break
+				}
+			}
+		}
+	}
+	list(r.stored, true)
+	for i := range r.nhcs {
+		if r.nhcs[i].UID != r.stored.UID {
+			list(&r.nhcs[i], false)
+		}
+	}
+	return u
+}
+
+// elsewhere says why another NodeHealthCheck may remediate the node unseen: its stored status lists
+// the node with CRs of a kind that cannot be read now; "" when none does (health.Node.ElsewhereUnknown).
+func (u unknownState) elsewhere(node string) string {
+	n, ok := u.nodes[node]
+	if !ok || n.ours {
+		return ""
+	}
+	return fmt.Sprintf("node %s may be remediated by NodeHealthCheck %s: its status lists CRs of kind %s for the node, which cannot be read now, so whether they still run is unknown",
+		node, n.nhc, n.kind)
+}
+
+// Unreadable reports whether the CRs of the kind are in use and cannot be read now: the status
+// writer keeps the entries it listed of them as they were.
+func (s *Snapshot) Unreadable(gvk schema.GroupVersionKind) bool {
+	return slices.Contains(s.unknown.kinds, gvk)
+}
+
+// LeaseUnknown says why whether a remediation runs on the node, and so whether the
+// NodeHealthCheck's lease of it is in use, cannot be told now; "" when it can. Unknown is not free:
+// such a lease is neither released nor swept. It cannot be told when a kind the NodeHealthCheck uses
+// cannot be read (a CR of it may run on any of its nodes, one the status does not list yet too), or
+// when some NodeHealthCheck's stored status lists the node with CRs of a kind that cannot be read.
+func (s *Snapshot) LeaseUnknown(node string) string {
+	if s.unknown.own != "" {
+		return fmt.Sprintf("the remediation CRs of kind %s, which NodeHealthCheck %s uses, cannot be read now", s.unknown.own, s.Stored.Name)
+	}
+	if n, ok := s.unknown.nodes[node]; ok {
+		return fmt.Sprintf("NodeHealthCheck %s lists node %s with CRs of kind %s, which cannot be read now", n.nhc, node, n.kind)
+	}
+	return ""
 }

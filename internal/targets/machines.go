@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -28,16 +29,22 @@ type MachineSource interface {
 }
 
 // controlPlane reports whether the node is a control-plane node: by its own role labels, or by its
-// verified Machine (Machines).
-func (g *Gatherer) controlPlane(ctx context.Context, n *corev1.Node) (bool, error) {
+// verified Machine (Machines). A Machine whose kind cannot be read now (NotReadableError) leaves it
+// unknown, and unknown is not free: the node counts as a control-plane node, and unknown says why
+// (no control-plane start while it is), never as "not a control-plane node".
+func (g *Gatherer) controlPlane(ctx context.Context, n *corev1.Node) (cp bool, unknown string, err error) {
 	if remediationcr.IsControlPlane(n.Labels) || g.Machines == nil {
-		return remediationcr.IsControlPlane(n.Labels), nil
+		return remediationcr.IsControlPlane(n.Labels), "", nil
 	}
-	cp, err := g.Machines.ControlPlane(ctx, n)
+	cp, err = g.Machines.ControlPlane(ctx, n)
+	var nr *NotReadableError
+	if errors.As(err, &nr) {
+		return true, fmt.Sprintf("whether node %s is a control-plane node is unknown: the Machine it names cannot be read (%s)", n.Name, nr.Error()), nil
+	}
 	if err != nil {
-		return false, fmt.Errorf("reading the Machine of node %s: %w", n.Name, err)
+		return false, "", fmt.Errorf("reading the Machine of node %s: %w", n.Name, err)
 	}
-	return cp, nil
+	return cp, "", nil
 }
 
 // MachineLink is a node's link to its Machine as verified.
@@ -86,6 +93,10 @@ type Machines struct {
 	// again once the CRD changed, so a node claiming a Machine of a kind the cluster does not serve
 	// costs no discovery request per decision. nil: the Mapper alone tells (kubectl nhc explain).
 	CRDs client.Reader
+	// Synced, when set, is the readable-or-skip rule of Reader's cache: a Machine kind whose
+	// informer has not synced (Cluster API's conversion webhook down) is not read, and Link returns
+	// a NotReadableError instead of waiting for the cache. nil: reads wait for the sync.
+	Synced *KindSync
 
 	mu sync.Mutex
 	// unmapped holds, per kind the Mapper did not know, the resourceVersion of its CRD then.
@@ -104,9 +115,10 @@ func (m *Machines) ControlPlane(ctx context.Context, node *corev1.Node) (bool, e
 	return l.ControlPlane, err
 }
 
-// Link reads the Machine the node's annotations claim and verifies it. Errors are those of reading;
-// a Machine that is missing or does not confirm the claim is a Rejected link, a kind the API server
-// does not serve neither verified nor rejected.
+// Link reads the Machine the node's annotations claim and verifies it. Errors are those of reading
+// (a NotReadableError when the Machine kind cannot be read from the cache now, see Synced); a Machine
+// that is missing or does not confirm the claim is a Rejected link, a kind the API server does not
+// serve neither verified nor rejected.
 func (m *Machines) Link(ctx context.Context, node *corev1.Node) (MachineLink, error) {
 	claim, claimed := machines.ClaimOf(node.Annotations)
 	if !claimed {
@@ -122,6 +134,9 @@ func (m *Machines) Link(ctx context.Context, node *corev1.Node) (MachineLink, er
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
+	if err := m.Synced.Readable(ctx, u, true); err != nil {
+		return l, err
+	}
 	// Read only: u shares the cached object.
 	err = m.Reader.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: claim.Name}, u, client.UnsafeDisableDeepCopy)
 	var found *machines.Machine

@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -92,11 +93,9 @@ type Gatherer struct {
 	seen []schema.GroupVersionKind
 	// created are CRs this process created that the cache may not show yet (see Created).
 	created []created
-	// syncBy is, per remediation kind, until when decisions wait for its informer's first sync
-	// (kindReadable); probed the API server's answers to lists of kinds that did not sync
-	// (probeKind).
-	syncBy map[schema.GroupVersionKind]time.Time
-	probed map[schema.GroupVersionKind]probe
+	// kinds is the readable-or-skip rule for the remediation kinds (kindReadable), made from
+	// Informers, APIReader and Wall on first use.
+	kinds *KindSync
 	// removals remembers when this gatherer first saw each node's removal whose signal carries no
 	// time (removalSince); domains the failure domains it saw each node in (otherDomains).
 	removals removalsSeen
@@ -171,6 +170,9 @@ type Snapshot struct {
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
 	unselected map[string]*corev1.Node
+	// unknown is what the snapshot cannot tell: kinds whose CRs cannot be read now, and the nodes
+	// whose remediation may run unseen (LeaseUnknown, Unreadable).
+	unknown unknownState
 	// Problem is why the NodeHealthCheck cannot work (its Disabled condition); nil when it can.
 	Problem *Problem
 	// badSelector is set when spec.selector does not parse: nothing is selected.
@@ -241,6 +243,9 @@ type reading struct {
 	// decision does not see (controlPlaneElsewhere), "" when there is none.
 	controlPlane          map[string]bool
 	controlPlaneElsewhere string
+	// controlPlaneUnknown says why a selected node may be a control-plane node unseen (its Machine
+	// cannot be read: it counts as one in controlPlane), "" when none may.
+	controlPlaneUnknown string
 	// skew is the clock skew's verdict when it is measured (Gatherer.Skew), nil otherwise.
 	skew *clockskew.Verdict
 }
@@ -296,9 +301,11 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	}
 	r.controlPlane = map[string]bool{}
 	for _, n := range r.nodes {
-		if r.controlPlane[n.Name], err = g.controlPlane(ctx, n); err != nil {
+		var unknown string
+		if r.controlPlane[n.Name], unknown, err = g.controlPlane(ctx, n); err != nil {
 			return nil, err
 		}
+		r.controlPlaneUnknown = cmp.Or(r.controlPlaneUnknown, unknown)
 	}
 	r.upgrade = upgradeOutcome(g.Gate, stored, r.verdict, r.nodes, r.crs.ours, r.nhc.Spec.UnhealthyConditions, g.MaxPause, now)
 	if g.Skew != nil {
@@ -356,7 +363,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
 		CRs: r.crs.ours, Orphans: r.crs.orphans, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
-	s.Problem = r.templateProblem
+	s.Problem, s.unknown = r.templateProblem, unknownOf(r)
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
@@ -387,6 +394,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	if r.kinds.unlisted != "" {
 		in.ControlPlaneUnknown = fmt.Sprintf("the remediation CRs of kind %s cannot be listed, so a control-plane remediation of another NodeHealthCheck may be unseen", r.kinds.unlisted)
 	}
+	in.ControlPlaneUnknown = cmp.Or(in.ControlPlaneUnknown, r.controlPlaneUnknown)
 	if spec.HealthyDelay != nil {
 		in.HealthyDelay = &spec.HealthyDelay.Duration
 	}
@@ -425,7 +433,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 			SeenChanging: r.seenChanging[n.Name], CountFrom: countFrom(spec.UnhealthyConditions, n, r.countFrom[n.Name]),
 			Repairs: repairs, CoveredBy: r.verdict.CoveredByMachineHealthCheck[n.Name]}
 		if !hn.Remediating {
-			hn.RemediatedElsewhere = r.crs.elsewhere[n.Name]
+			hn.RemediatedElsewhere, hn.ElsewhereUnknown = r.crs.elsewhere[n.Name], s.unknown.elsewhere(n.Name)
 		}
 		if fd := spec.FailureDomain; fd != nil {
 			hn.Domain = n.Labels[fd.TopologyKey]

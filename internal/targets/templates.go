@@ -47,7 +47,8 @@ const (
 	MachineAPINamespace = "openshift-machine-api"
 )
 
-// CheckTemplates reads every referenced template and reports the first problem. On OpenShift a
+// CheckTemplates reads every referenced template and reports the first problem: missing, invalid, or
+// of a kind that cannot be read now (c returns a NotReadableError, see KindSync). On OpenShift a
 // Metal3RemediationTemplate outside openshift-machine-api is one (as for the public operator; on
 // other clusters Metal3's Machines live in any namespace).
 func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec, openShift bool) (*Problem, error) {
@@ -72,6 +73,12 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 		case apierrors.IsNotFound(err):
 			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
 				fmt.Sprintf("Remediation template %s %s/%s not found", ref.Kind, ref.Namespace, ref.Name)}, nil
+		case IsNotReadable(err):
+			// Unknown is not free, and no read waits for ever: a template whose kind cannot be read
+			// now (its conversion webhook down) disables, and is looked at again when the kind's
+			// informer syncs (its events) or at the next recheck.
+			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateUnavailable,
+				fmt.Sprintf("Remediation template %s %s/%s cannot be read, so no remediation can be built from it: %v", ref.Kind, ref.Namespace, ref.Name, err)}, nil
 		case err != nil:
 			return nil, fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 		}

@@ -36,6 +36,11 @@ type Reader struct {
 	Reviewer client.Client
 	// Mapper maps kinds to resources.
 	Mapper meta.RESTMapper
+	// Synced, when set, is the readable-or-skip rule of Cached's cache (targets.KindSync): a template
+	// of a watchable kind is read from the cache only once the kind's informer has synced; until
+	// then Get returns Synced's error (a targets.NotReadableError) instead of waiting for the cache,
+	// which would wait for ever on a kind whose conversion webhook is down. nil: cached reads wait.
+	Synced SyncChecker
 
 	// Now tells the time for DirectReuse and for how long a kind's watchability is trusted (real
 	// time: the API server's changes come in real seconds); nil: time.Now.
@@ -123,13 +128,25 @@ func (r *Reader) Check(ctx context.Context, gvk schema.GroupVersionKind) (served
 	return true, w, nil
 }
 
-// Get reads the template into obj (Unstructured or PartialObjectMetadata, with its kind set).
+// SyncChecker tells whether a kind can be read from a cache now (targets.KindSync): nil when it can,
+// otherwise why not.
+type SyncChecker interface {
+	Readable(ctx context.Context, obj client.Object, ask bool) error
+}
+
+// Get reads the template into obj (Unstructured or PartialObjectMetadata, with its kind set). A
+// template of a kind whose cache cannot be read now is not read: the error says why (Synced).
 func (r *Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	watchable, err := r.Watchable(ctx, obj.GetObjectKind().GroupVersionKind())
 	if err != nil {
 		return err
 	}
 	if watchable {
+		if r.Synced != nil {
+			if err := r.Synced.Readable(ctx, obj, true); err != nil {
+				return err
+			}
+		}
 		err := r.Cached.Get(ctx, key, obj)
 		if !apierrors.IsNotFound(err) {
 			return err

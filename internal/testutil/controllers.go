@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -43,6 +45,13 @@ type ControllerEnv struct {
 
 	cancel  context.CancelFunc
 	counter atomic.Int64
+	// cfg, o, configure and setup start a manager again (Restart); stopped is closed when the
+	// running manager has stopped.
+	cfg       *rest.Config
+	o         EnvOptions
+	configure func(*ctrl.Options)
+	setup     func(ctrl.Manager, *clocktesting.FakeClock) error
+	stopped   chan struct{}
 }
 
 // GroupLabel labels the nodes of one spec, so each NodeHealthCheck selects only its own.
@@ -78,26 +87,49 @@ func (e *ControllerEnv) start(o EnvOptions, configure func(*ctrl.Options), setup
 
 	// API timestamps have second precision.
 	e.Clock = clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
-	opts := ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
-	configure(&opts)
-	mgrCfg := rest.CopyConfig(cfg)
-	if o.ManagerTransport != nil {
-		mgrCfg.Wrap(o.ManagerTransport)
+	e.cfg, e.o, e.configure, e.setup = cfg, o, configure, setup
+	e.startManager(o.BeforeStart)
+}
+
+// startManager starts a manager, as the operator's binary builds it, running the controllers under
+// test; beforeStart, when set, runs before it starts.
+func (e *ControllerEnv) startManager(beforeStart func(context.Context, client.Client)) {
+	opts := ctrl.Options{Scheme: e.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		// A restarted manager registers controllers of the same names in this process (Restart).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}
+	e.configure(&opts)
+	mgrCfg := rest.CopyConfig(e.cfg)
+	if e.o.ManagerTransport != nil {
+		mgrCfg.Wrap(e.o.ManagerTransport)
 	}
 	mgr, err := ctrl.NewManager(mgrCfg, opts)
 	Expect(err).NotTo(HaveOccurred())
-	Expect(setup(mgr, e.Clock)).To(Succeed())
-	if o.BeforeStart != nil {
-		o.BeforeStart(context.Background(), e.K8s)
+	Expect(e.setup(mgr, e.Clock)).To(Succeed())
+	if beforeStart != nil {
+		beforeStart(context.Background(), e.K8s)
 	}
 
 	var ctx context.Context
 	ctx, e.cancel = context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	e.stopped = stopped
 	go func() {
 		defer GinkgoRecover()
+		defer close(stopped)
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	go collectGarbage(ctx, e.K8s, 200*time.Millisecond)
+}
+
+// Restart stops the manager, waits until it has stopped, and starts a new one against the same API
+// server: new caches (every informer lists afresh) and new controllers, whose first reconcile of
+// each NodeHealthCheck comes after the start. This is a leader change: what the old leader held in
+// memory is gone, what it wrote to the API stays. The fake clock is kept.
+func (e *ControllerEnv) Restart() {
+	GinkgoHelper()
+	e.cancel()
+	Eventually(e.stopped).WithTimeout(time.Minute).Should(BeClosed(), "the old manager stops")
+	e.startManager(nil)
 }
 
 // Stop stops the manager and the control plane.

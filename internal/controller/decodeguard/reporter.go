@@ -3,6 +3,7 @@ package decodeguard
 import (
 	"context"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -41,10 +43,16 @@ type Reporter struct {
 func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
 		WatchesRawSource(source.Channel(r.Registry.Changes(), handler.EnqueueRequestsFromMapFunc(
 			func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{reportRequest} }))).
 		Complete(r)
 }
+
+// reconcileTimeout bounds one reconcile: the Reporter reads nothing from the API server and only
+// queues events, so it never comes near; every controller of the manager has a deadline, so that no
+// worker can wait for ever on a read that cannot complete. Two minutes, as the other controllers'.
+const reconcileTimeout = 2 * time.Minute
 
 // reportRequest is the Reporter's one request: each reconcile looks at the whole set.
 var reportRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "undecodable-nodehealthchecks"}}

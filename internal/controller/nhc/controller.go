@@ -125,6 +125,11 @@ type Reconciler struct {
 // concurrentReconciles is how many NodeHealthChecks are evaluated at once.
 const concurrentReconciles = 4
 
+// reconcileTimeout bounds one reconcile: a read that cannot complete (a kind whose informer cannot
+// sync, an API call that hangs) fails and is retried instead of pinning a worker, which would leave
+// its NodeHealthChecks without status. Two minutes, as the remediation controller's.
+const reconcileTimeout = 2 * time.Minute
+
 // DefaultStartWait is StartWait in the manager: the remediation controller creates a CR within
 // milliseconds of the decision; a node it holds back (a lease another operator holds, etcd quorum)
 // is listed this much later.
@@ -179,7 +184,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// NodeHealthChecks are independent here (each writes its own status); a status write waits
 		// on the API server, and the scale benchmark's outage (a CR event reconciles every
 		// NodeHealthCheck) listed a pool's failed nodes 12s late with one worker.
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrentReconciles}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrentReconciles, ReconciliationTimeout: reconcileTimeout}).
 		Build(r)
 	if err != nil {
 		return err

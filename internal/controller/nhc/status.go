@@ -85,6 +85,7 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 		remediating = append(remediating, node)
 		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(crs[node], oldEntries[node], stepOrder)})
 	}
+	remediating = keepUnreadable(snap, old.UnhealthyNodes, &st.UnhealthyNodes, remediating)
 	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
 	st.RemediatingNodes = ptr.To(remediatingNodes(st.UnhealthyNodes))
 	slices.Sort(remediating)
@@ -138,6 +139,54 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 		st.LastUpdateTime = &metav1.Time{Time: now}
 	}
 	return st, ended
+}
+
+// keepUnreadable keeps, in the entries about to be written, the remediations the stored status
+// lists of kinds whose CRs cannot be read now (targets.Snapshot.Unreadable), as they were: Unknown
+// is not free. Such a CR may still run, so its entry is not dropped and no outcome is recorded for
+// it (internal/outcome sees it listed before and after), until the kind can be read again and the
+// CR is seen or seen gone. A node listed anew gets them added; a node the decision no longer lists
+// keeps its stored entry, with only them. It returns remediating with the nodes added.
+func keepUnreadable(snap *targets.Snapshot, old []remediationv1alpha1.UnhealthyNode, entries *[]remediationv1alpha1.UnhealthyNode, remediating []string) []string {
+	index := map[string]int{}
+	for i, e := range *entries {
+		index[e.Name] = i
+	}
+	for _, o := range old {
+		var kept []remediationv1alpha1.Remediation
+		for _, r := range o.Remediations {
+			if snap.Unreadable(r.Resource.GroupVersionKind()) {
+				kept = append(kept, *r.DeepCopy())
+			}
+		}
+		if len(kept) == 0 {
+			continue
+		}
+		i, listed := index[o.Name]
+		if !listed {
+			entry := *o.DeepCopy()
+			entry.Remediations = kept
+			*entries = append(*entries, entry)
+			remediating = append(remediating, o.Name)
+			continue
+		}
+		e := &(*entries)[i]
+		had := len(e.Remediations) > 0
+		for _, r := range kept {
+			// The same CR may be read in another version of its kind, one that can be read.
+			same := func(n remediationv1alpha1.Remediation) bool {
+				return r.Resource.UID != "" && n.Resource.UID == r.Resource.UID
+			}
+			if !slices.ContainsFunc(e.Remediations, same) {
+				e.Remediations = append(e.Remediations, r)
+			}
+		}
+		slices.SortStableFunc(e.Remediations, func(a, b remediationv1alpha1.Remediation) int { return a.Started.Compare(b.Started.Time) })
+		if !had && !slices.Contains(remediating, o.Name) {
+			remediating = append(remediating, o.Name)
+		}
+	}
+	return remediating
 }
 
 // remediatingNodes counts the listed nodes that have CRs of this NodeHealthCheck: the nodes being

@@ -311,7 +311,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// still removed after healthyDelay); so does one whose selector does not parse.
 	if !snap.KeepsOrphans() {
 		for _, node := range snap.Orphans {
-			act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.releaseLease(ctx, stored, node)))
+			act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.release(ctx, snap, node)))
 		}
 	}
 	// New remediations start in parallel (parallelStarts at a time); the rest acts in order. A
@@ -341,7 +341,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	_ = starts.Wait()
 	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
 		d, listed := snap.Node(node)
-		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun())
+		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun()) || snap.LeaseUnknown(node) != ""
 	}))
 	// Counted once everything decided is done (or failed), so a reader of the count sees the
 	// decision's writes.
@@ -381,13 +381,13 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 		if n, ok := nodeInput(snap, node); ok && !n.HealthySince.IsZero() {
 			since = n.HealthySince
 		}
-		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, since.UTC().Format(time.RFC3339)), r.releaseLease(ctx, nhc, node))
+		return time.Time{}, errors.Join(r.markHealthyDelay(ctx, crs, since.UTC().Format(time.RFC3339)), r.release(ctx, snap, node))
 	case health.Recovered:
 		if err := r.answerRequests(ctx, snap, node, crs); err != nil {
 			return time.Time{}, err // the CRs stay until the request they answered is recorded
 		}
 		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
-			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.releaseLease(ctx, nhc, node))
+			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.release(ctx, snap, node))
 	case health.Skip:
 		r.reportHold(ctx, snap, d)
 	}
@@ -798,7 +798,7 @@ func (r *Reconciler) refused(ctx context.Context, snap *targets.Snapshot, node s
 		node, cr.GetKind(), cr.GetNamespace(), name, rec.Attempts, err, rec.Until.UTC().Format(time.RFC3339))
 	ctrl.LoggerFrom(ctx).Error(err, "Remediation refused for good; held back", "node", node, "kind", cr.GetKind(), "until", rec.Until)
 	if len(snap.CRs[node]) == 0 {
-		return r.releaseLease(ctx, nhc, node)
+		return r.release(ctx, snap, node)
 	}
 	return nil
 }

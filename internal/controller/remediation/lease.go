@@ -20,6 +20,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 func leaseHolder(nhc *remediationv1alpha1.NodeHealthCheck) string { return nodelease.Holder(nhc.Name) }
@@ -135,6 +136,21 @@ func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease
 	})
 }
 
+// release releases the node's lease (releaseLease) when its remediation ended, as far as the
+// snapshot can tell: while a CR of a kind that cannot be read now may run on the node
+// (Snapshot.LeaseUnknown), the lease is kept. Unknown is not free: a lease released under a
+// remediation that still runs lets node maintenance, or another NodeHealthCheck, act on a node
+// mid-fence. The lease is remembered as one that may be left (leftLeases), so releaseLeftLeases
+// releases it once the kind can be read again and no CR is seen on the node.
+func (r *Reconciler) release(ctx context.Context, snap *targets.Snapshot, node string) error {
+	if why := snap.LeaseUnknown(node); why != "" {
+		ctrl.LoggerFrom(ctx).V(1).Info("Keeping the node's lease: its remediation state is unknown", "node", node, "why", why)
+		r.leftLeases.Store(string(snap.Stored.UID)+"/"+node, node)
+		return nil
+	}
+	return r.releaseLease(ctx, snap.Stored, node)
+}
+
 // releaseLease deletes the node's lease if this NodeHealthCheck holds it. A release that fails is
 // remembered and retried by releaseLeftLeases once the node has no CR left.
 func (r *Reconciler) releaseLease(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string) error {
@@ -177,7 +193,9 @@ func (r *Reconciler) deleteLeaseAsRead(ctx context.Context, nhc *remediationv1al
 // releaseLeftLeases releases the leases this NodeHealthCheck may still hold for nodes whose
 // remediation ended: those whose release failed, and, on the first reconcile of each
 // NodeHealthCheck in this process, every lease it holds (a previous leader may have stopped between
-// deleting a node's CRs and releasing its lease). busy tells the nodes whose lease is in use.
+// deleting a node's CRs and releasing its lease). busy tells the nodes whose lease is in use, or may
+// be: a node whose remediation cannot be seen now (Snapshot.LeaseUnknown) is busy, and its lease
+// stays remembered until it can be.
 func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, busy func(node string) bool) error {
 	if _, swept := r.sweptLeases.LoadOrStore(nhc.UID, true); !swept {
 		leases := &coordinationv1.LeaseList{}

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,6 +39,12 @@ import (
 
 // ControllerName names the controller in logs, metrics and events.
 const ControllerName = "upgradeguard"
+
+// reconcileTimeout bounds one reconcile of either guard: a detector's read of a kind whose informer
+// cannot sync (a conversion webhook down), or an API call that hangs, fails and is retried instead of
+// pinning a worker for good; the detector keeps its last state meanwhile. Two minutes, as the
+// remediation controller's: far beyond any healthy read.
+const reconcileTimeout = 2 * time.Minute
 
 // discoverRequest enables the detectors whose kinds are served, at start and whenever a CRD of
 // their groups comes or goes.
@@ -85,6 +92,7 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
 		WatchesRawSource(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: discoverRequest}})
 			return nil

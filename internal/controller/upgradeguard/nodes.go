@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -66,6 +67,7 @@ func (n *NodeGuard) SetupWithManager(mgr ctrl.Manager) error {
 		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		WatchesRawSource(notify.Source(n.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(n.allNHCs))).
+		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
 		Build(n)
 	if err != nil {
 		return err
