@@ -261,8 +261,17 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating, would []string
 	}
 }
 
-// maxWouldListed bounds the remediations the DryRun condition's message names.
+// maxWouldListed bounds the remediations the DryRun condition's message names, and the nodes the
+// other conditions' messages name.
 const maxWouldListed = 20
+
+// joinBounded joins at most maxWouldListed items with "; ", saying how many more there are.
+func joinBounded(items []string) string {
+	if len(items) > maxWouldListed {
+		return strings.Join(items[:maxWouldListed], "; ") + fmt.Sprintf("; and %d more", len(items)-maxWouldListed)
+	}
+	return strings.Join(items, "; ")
+}
 
 // setDryRunCondition writes DryRun while spec.dryRun is set, naming each node's remediation that
 // would run now (its latest simulated step), and removes it when dry-run is off.
@@ -344,12 +353,8 @@ func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1
 		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
 		return
 	}
-	total, more := len(held), ""
-	if total > maxWouldListed {
-		held, more = held[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRepairBudgetExhausted, Status: metav1.ConditionTrue,
-		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s%s", total, strings.Join(held, "; "), more),
+		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s", len(held), joinBounded(held)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
@@ -369,12 +374,8 @@ func setStalledCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha
 			reason = remediationv1alpha1.ConditionReasonStepsExhausted
 		}
 	}
-	total, more := len(why), ""
-	if total > maxWouldListed {
-		why, more = why[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRemediationsStalled, Status: metav1.ConditionTrue,
-		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s%s", total, strings.Join(why, "; "), more),
+		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s", len(why), joinBounded(why)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
@@ -392,14 +393,10 @@ func setUntrustedTimesCondition(conditions *[]metav1.Condition, nhc *remediation
 		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeConditionTimesUntrusted)
 		return
 	}
-	total, more := len(which), ""
-	if total > maxWouldListed {
-		which, more = which[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeConditionTimesUntrusted, Status: metav1.ConditionTrue,
 		Reason: remediationv1alpha1.ConditionReasonClockOffConditionWriter,
 		Message: fmt.Sprintf("%d condition(s) report a lastTransitionTime the operator does not trust (its writer's clock is off by more than the clock-skew bound, or it was dated before the change): "+
-			"each counts from when the operator saw it change: %s%s", total, strings.Join(which, "; "), more),
+			"each counts from when the operator saw it change: %s", len(which), joinBounded(which)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
