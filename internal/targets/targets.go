@@ -446,7 +446,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		hn.Requested, hn.RunningRequest, due = s.request(n)
 		s.inputDue = health.Earliest(s.inputDue, due)
 		if !hn.RunningRequest.IsZero() {
-			hn.RequestBaseline = BaselineOf(s.CRs[n.Name])
+			hn.RequestBaseline = remediationcr.BaselineOf(s.CRs[n.Name])
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}

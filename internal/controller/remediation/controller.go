@@ -707,7 +707,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 		if annotations == nil {
 			annotations = map[string]string{}
 		}
-		annotations[remediationv1alpha1.FailureDomainAnnotation] = targets.FailureDomainValue(fd.TopologyKey, target.Labels[fd.TopologyKey])
+		annotations[remediationv1alpha1.FailureDomainAnnotation] = remediationcr.FailureDomainValue(fd.TopologyKey, target.Labels[fd.TopologyKey])
 		cr.SetAnnotations(annotations)
 	}
 	if !requested.IsZero() {
@@ -719,9 +719,9 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 			annotations = map[string]string{}
 		}
 		annotations[remediationv1alpha1.RemediationRequestedAtAnnotation] = requested.UTC().Format(time.RFC3339)
-		if targets.BaselineOf(snap.CRs[node]) == nil {
+		if remediationcr.BaselineOf(snap.CRs[node]) == nil {
 			// The first CR: the node as the remediation finds it, to tell when it changed.
-			annotations[remediationv1alpha1.RemediationRequestBaselineAnnotation] = targets.EncodeBaseline(
+			annotations[remediationv1alpha1.RemediationRequestBaselineAnnotation] = remediationcr.EncodeBaseline(
 				health.Baseline(snap.NHC.Spec.UnhealthyConditions, target.Status.Conditions, snap.Now))
 		}
 		cr.SetAnnotations(annotations)
@@ -761,7 +761,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 // dry-run NodeHealthCheck, which ignores requests, changes no node, nor does one that does not take
 // requests unless its CRs answer one (it took them before).
 func (r *Reconciler) answerRequests(ctx context.Context, snap *targets.Snapshot, nodeName string, crs []unstructured.Unstructured) error {
-	if snap.DryRun() || (!snap.NHC.Spec.AllowRemediationRequests && targets.RequestOf(crs).IsZero()) {
+	if snap.DryRun() || (!snap.NHC.Spec.AllowRemediationRequests && remediationcr.RequestOf(crs).IsZero()) {
 		return nil
 	}
 	node := &corev1.Node{}
