@@ -148,7 +148,7 @@ type Snapshot struct {
 	// one to change it).
 	Nodes []*corev1.Node
 	// Overlaps are the other NodeHealthChecks that select some of Nodes (not gathered when Acting).
-	Overlaps []Overlap
+	Overlaps []health.Overlap
 	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
 	// covers (they are left to it).
 	CoveredBy map[string]int
@@ -377,7 +377,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	}
 	if mode != Acting {
 		// Reported in status only; the remediation controller's decisions do not need them.
-		s.Overlaps = Overlaps(r.stored.Name, r.nodes, r.nhcs)
+		s.Overlaps = health.Overlaps(r.stored.Name, r.nodes, r.nhcs)
 	}
 	for _, n := range r.nodes {
 		if mhc := r.verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {

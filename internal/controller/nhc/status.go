@@ -562,7 +562,7 @@ func repairHistory(nodes []*corev1.Node, repairs map[string][]time.Time) []remed
 const maxOverlapsNamed = 10
 
 // overlapMessage says which other NodeHealthChecks select some of the same nodes, and what follows.
-func overlapMessage(overlaps []targets.Overlap) string {
+func overlapMessage(overlaps []health.Overlap) string {
 	parts := make([]string, 0, min(len(overlaps), maxOverlapsNamed)+1)
 	for _, o := range overlaps[:min(len(overlaps), maxOverlapsNamed)] {
 		parts = append(parts, fmt.Sprintf("%s (%d node(s))", o.NHC, o.Nodes))
