@@ -84,4 +84,3 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 	}
 	return nil, nil
 }
-
