@@ -85,6 +85,15 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 		remediating = append(remediating, node)
 		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(crs[node], oldEntries[node], stepOrder)})
 	}
+	// CRs made for an earlier Node object of a selected node's name (deleted and created again) are
+	// listed the same way while they exist, unless the node, judged afresh, has its own entry.
+	for _, node := range slices.Sorted(maps.Keys(snap.Previous)) {
+		if slices.ContainsFunc(st.UnhealthyNodes, func(e remediationv1alpha1.UnhealthyNode) bool { return e.Name == node }) {
+			continue
+		}
+		remediating = append(remediating, node)
+		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(snap.Previous[node], oldEntries[node], stepOrder)})
+	}
 	remediating = keepUnreadable(snap, old.UnhealthyNodes, &st.UnhealthyNodes, remediating)
 	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
 	st.RemediatingNodes = ptr.To(remediatingNodes(st.UnhealthyNodes))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -313,6 +314,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		for _, node := range snap.Orphans {
 			act(time.Time{}, errors.Join(r.deleteOrphans(ctx, snap, node), r.release(ctx, snap, node)))
 		}
+		for _, node := range slices.Sorted(maps.Keys(snap.Previous)) {
+			act(time.Time{}, r.deletePrevious(ctx, snap, node))
+		}
 	}
 	// New remediations start in parallel (parallelStarts at a time); the rest acts in order. A
 	// dry-run NodeHealthCheck touches only the CRs it created before dry-run was set: it starts
@@ -341,7 +345,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	_ = starts.Wait()
 	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
 		d, listed := snap.Node(node)
-		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun()) || snap.LeaseUnknown(node) != ""
+		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun()) || snap.LeaseUnknown(node) != "" ||
+			slices.ContainsFunc(snap.Previous[node], func(cr unstructured.Unstructured) bool { return targets.KeptOrphanCR(&cr) })
 	}))
 	// Counted once everything decided is done (or failed), so a reader of the count sees the
 	// decision's writes.
@@ -946,6 +951,30 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}
 	return errors.Join(errs...)
+}
+
+// deletePrevious deletes the CRs made for an earlier Node object of the node's name (Snapshot.Previous:
+// the Node was deleted and created again), but those whose remediator is replacing the machine
+// (targets.KeptOrphanCR): they are no remediation of this node, which is judged afresh. The node's
+// lease goes with them when no remediation of the node runs or starts.
+func (r *Reconciler) deletePrevious(ctx context.Context, snap *targets.Snapshot, node string) error {
+	var gone []unstructured.Unstructured
+	kept := false
+	for _, cr := range snap.Previous[node] {
+		if targets.KeptOrphanCR(&cr) {
+			kept = true
+			continue
+		}
+		gone = append(gone, cr)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	err := r.deleteAll(ctx, snap.Stored, node, gone, "it was made for an earlier Node of that name, which was deleted and created again")
+	if d, listed := snap.Node(node); err != nil || kept || len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation) {
+		return err
+	}
+	return r.release(ctx, snap, node)
 }
 
 // deleteOrphans deletes the CRs of a node the NodeHealthCheck does not select (deleted, or no
