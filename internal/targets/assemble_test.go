@@ -298,8 +298,8 @@ func TestSortByOwnerPrevious(t *testing.T) {
 		return cr
 	}
 	crs := []unstructured.Unstructured{
-		at("w1", recreated.Add(-time.Hour)), // made for the earlier w1
-		at("w2", recreated.Add(-time.Hour)), // w2 was not recreated: created before both
+		at("w1", recreated.Add(-time.Hour)),                      // made for the earlier w1
+		at("w2", recreated.Add(-time.Hour)),                      // w2 was not recreated: created before both
 		at("w3", recreated.Add(-time.Hour)), at("w3", recreated), // one of each; same second counts as current
 	}
 	node := func(name string, created time.Time) *corev1.Node {
