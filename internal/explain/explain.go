@@ -261,16 +261,23 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 	if d.BudgetErr != nil {
 		p.line(1, "budget error: %v", d.BudgetErr)
 	}
-	h := health.EvaluateNode(s.NHC.Spec.UnhealthyConditions, node.Status.Conditions, s.Now)
-	switch h.State {
-	case health.Unhealthy:
+	// The decision's own verdict (condition times it does not trust, a request it counts); a node it
+	// does not list is healthy, or not selected (its CRs are orphans): judged by its conditions.
+	nd, found := s.Node(name)
+	h := nd.Health
+	if !found {
+		h = health.EvaluateNode(s.NHC.Spec.UnhealthyConditions, node.Status.Conditions, s.Now)
+	}
+	switch {
+	case h.ByRequest:
+		p.line(1, "health: unhealthy for its remediation request of %s only (its conditions find it healthy)", stamp(h.Requested))
+	case h.State == health.Unhealthy:
 		p.line(1, "health: unhealthy since %s (%s)", stamp(h.UnhealthySince), h.Reason)
-	case health.SoonUnhealthy:
+	case h.State == health.SoonUnhealthy:
 		p.line(1, "health: matches %s; unhealthy at %s", h.Reason, stamp(h.Next))
 	default:
 		p.line(1, "health: healthy (no unhealthy condition matches)")
 	}
-	nd, found := s.Node(name)
 	explainRequest(p, s, node, nd.Health.Requested)
 	switch {
 	case !found:
