@@ -172,6 +172,9 @@ type Snapshot struct {
 	// the watch showed it), but those of a remediator replacing the machine (KeptOrphanCR, the
 	// node's remediation still): not the node's remediation. They are deleted as orphans are.
 	Previous map[string][]unstructured.Unstructured
+	// templates are the NodeHealthCheck's templates as read (Options.Templates set, no Problem), for
+	// the CRs built from them (Template).
+	templates map[templateKey]*unstructured.Unstructured
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
 	unselected map[string]*corev1.Node
@@ -226,8 +229,10 @@ type reading struct {
 	// verdict is the upgrade gate's state; upgrade the NodeHealthCheck's UpgradeInProgress outcome.
 	verdict upgrade.Verdict
 	upgrade upgrade.Outcome
-	// templateProblem is a missing or invalid template (when templates were read).
+	// templateProblem is a missing or invalid template (when templates were read); templates are
+	// those read, when none is.
 	templateProblem *Problem
+	templates       map[templateKey]*unstructured.Unstructured
 	// selectorErr is why spec.selector does not parse (nothing is selected then).
 	selectorErr error
 	// nodes are the selected nodes, sorted by name, shared with the cache.
@@ -265,7 +270,7 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	}
 	var err error
 	if templates != nil {
-		if r.templateProblem, err = CheckTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
+		if r.templates, r.templateProblem, err = readTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
 			return nil, err
 		}
 	}
@@ -395,7 +400,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
 		CRs: r.crs.ours, Orphans: r.crs.orphans, Previous: r.crs.previous, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
-	s.Problem, s.unknown = r.templateProblem, unknownOf(r)
+	s.Problem, s.unknown, s.templates = r.templateProblem, unknownOf(r), r.templates
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
@@ -573,6 +578,17 @@ func SkewMessage(v clockskew.Verdict) string {
 		direction = "behind"
 	}
 	return fmt.Sprintf("the manager's clock is %s the API server's by more than %s (--max-clock-skew)", direction, v.Bound)
+}
+
+// Template returns the template the reference names as this snapshot read it (a copy): the CR the
+// decision asks for is built from it, never from a template read again. False when the snapshot
+// read no templates (Options.Templates unset) or found a Problem.
+func (s *Snapshot) Template(ref corev1.ObjectReference) (*unstructured.Unstructured, bool) {
+	t, ok := s.templates[keyOf(ref)]
+	if !ok {
+		return nil, false
+	}
+	return t.DeepCopy(), true
 }
 
 // SelectedNode returns the selected node of that name, as read.

@@ -279,10 +279,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if starts(snap.Decision) && !snap.DryRun() {
-		// Before a first CR, the templates too: a missing or invalid one disables the
-		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
-		// a template that may not be watched costs a GET per read.)
+	if creates(snap.Decision) && !snap.DryRun() {
+		// Before a CR is created, the templates too: a missing or invalid one disables the
+		// NodeHealthCheck, no lease is taken for a CR that cannot be built, and the CR is built
+		// from the template the decision saw (Snapshot.Template). (Read only then: a template
+		// that may not be watched costs a GET per read.)
 		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)}); err != nil {
 			return ctrl.Result{}, err
 		}
