@@ -175,6 +175,8 @@ type Snapshot struct {
 	// templates are the NodeHealthCheck's templates as read (Options.Templates set, no Problem), for
 	// the CRs built from them (Template).
 	templates map[templateKey]*unstructured.Unstructured
+	// links are the selected nodes' Machine links as read (MachineLink).
+	links map[string]machineLink
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
 	unselected map[string]*corev1.Node
@@ -233,6 +235,9 @@ type reading struct {
 	// those read, when none is.
 	templateProblem *Problem
 	templates       map[templateKey]*unstructured.Unstructured
+	// links are the Machine links of the selected nodes that claim a Machine, or whose link could
+	// not be read.
+	links map[string]machineLink
 	// selectorErr is why spec.selector does not parse (nothing is selected then).
 	selectorErr error
 	// nodes are the selected nodes, sorted by name, shared with the cache.
@@ -311,8 +316,15 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	}
 	r.controlPlane = map[string]bool{}
 	for _, n := range r.nodes {
+		m := g.machineLink(ctx, n)
+		if m.link.Claimed || m.err != nil {
+			if r.links == nil {
+				r.links = map[string]machineLink{}
+			}
+			r.links[n.Name] = m
+		}
 		var unknown string
-		if r.controlPlane[n.Name], unknown, err = g.controlPlane(ctx, n); err != nil {
+		if r.controlPlane[n.Name], unknown, err = controlPlaneOf(n, m); err != nil {
 			return nil, err
 		}
 		r.controlPlaneUnknown = cmp.Or(r.controlPlaneUnknown, unknown)
@@ -400,7 +412,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
 		CRs: r.crs.ours, Orphans: r.crs.orphans, Previous: r.crs.previous, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
-	s.Problem, s.unknown, s.templates = r.templateProblem, unknownOf(r), r.templates
+	s.Problem, s.unknown, s.templates, s.links = r.templateProblem, unknownOf(r), r.templates, r.links
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
@@ -589,6 +601,14 @@ func (s *Snapshot) Template(ref corev1.ObjectReference) (*unstructured.Unstructu
 		return nil, false
 	}
 	return t.DeepCopy(), true
+}
+
+// MachineLink returns the selected node's link to its Machine as the snapshot read it, verified
+// (the decision's control-plane rule read the same link), for the CRs built for the node; an error
+// when it could not be read (a Machine kind not synced: no CR is built without its Machine).
+func (s *Snapshot) MachineLink(node string) (MachineLink, error) {
+	m := s.links[node]
+	return m.link, m.err
 }
 
 // SelectedNode returns the selected node of that name, as read.

@@ -133,7 +133,7 @@ func TestUnreadableKindsAreUnknown(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Annotations: map[string]string{
 		machines.ClusterAPIMachineAnnotation: "m1", machines.ClusterAPINamespaceAnnotation: "default"}}}
 	g := &Gatherer{Reader: k8s, Machines: &Machines{Reader: cached, Mapper: mapper, Synced: synced}}
-	cp, unknown, err := g.controlPlane(ctx, node)
+	cp, unknown, err := controlPlaneOf(node, g.machineLink(ctx, node))
 	switch {
 	case err != nil:
 		t.Errorf("reading the Machine: %v; want no error, the control-plane status unknown", err)

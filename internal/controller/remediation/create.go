@@ -35,7 +35,7 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	if !ok {
 		return nil // no longer selected; the next reconcile decides again
 	}
-	machine, err := r.machineOf(ctx, nhc, target, template.GetNamespace())
+	machine, err := r.machineOf(ctx, snap, target, template.GetNamespace())
 	if err != nil {
 		return err
 	}
