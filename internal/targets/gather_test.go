@@ -19,19 +19,7 @@ import (
 // the control-plane node another NodeHealthCheck remediates, the template problem; and a selector
 // that does not parse, for which no node is read.
 func TestRead(t *testing.T) {
-	if err := testutil.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
-	env := testutil.NewEnvironment(nil, false)
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Log(err)
-		}
-	}()
+	cfg := testutil.StartControlPlane(t)
 	scheme := testutil.Scheme()
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
