@@ -129,9 +129,14 @@ func (g *Gatherer) wall() clock.PassiveClock {
 // Options select what a snapshot includes.
 type Options struct {
 	// Templates, when set, reads every referenced template and reports a missing or invalid one as
-	// a Problem (the nhc controller). The remediation controller reads the template it creates a CR
-	// from anyway, and does not create one from a template it cannot read.
+	// a Problem (the nhc controller); the snapshot keeps them, for the CRs built from them
+	// (Snapshot.Template).
 	Templates TemplateGetter
+	// TemplatesIf, when set, reads the templates only when the decision made without them asks for
+	// it (the remediation controller: when it creates a CR; a template that may not be watched costs
+	// a GET per read). The decision is then made again from the same reading with them: nothing
+	// else is read again.
+	TemplatesIf func(*Snapshot) bool
 	// Mode says who gathers.
 	Mode Mode
 }
@@ -205,11 +210,29 @@ type Snapshot struct {
 // the decision's input), the holds of the nodes that may act now (I/O for those nodes only: their
 // leases and the etcd guard), and decide (pure).
 func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, now time.Time, o Options) (*Snapshot, error) {
-	r, err := g.read(ctx, stored, now, o.Templates)
+	upfront := o.Templates
+	if o.TemplatesIf != nil {
+		upfront = nil
+	}
+	r, err := g.read(ctx, stored, now, upfront)
 	if err != nil {
 		return nil, err
 	}
-	s, in := assemble(r, o.Mode, g.ReturnGrace)
+	s, err := g.decideFrom(ctx, r, o.Mode)
+	if err != nil || upfront != nil || o.Templates == nil || o.TemplatesIf == nil || !o.TemplatesIf(s) {
+		return s, err
+	}
+	if r.templates, r.templateProblem, err = readTemplates(ctx, o.Templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
+		return nil, err
+	}
+	return g.decideFrom(ctx, r, o.Mode)
+}
+
+// decideFrom assembles what was read into the snapshot and the decision's input, adds what the
+// gatherer remembers (removals, failure domains) and the holds of the nodes that may act, and
+// decides. The same reading decides alike (what is remembered is updated at the same now).
+func (g *Gatherer) decideFrom(ctx context.Context, r *reading, mode Mode) (*Snapshot, error) {
+	s, in := assemble(r, mode, g.ReturnGrace)
 	in.RemovalHold = g.RemovalHold
 	g.removalSince(&in, r.now)
 	if fd := s.NHC.Spec.FailureDomain; fd != nil {
