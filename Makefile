@@ -190,7 +190,7 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo ">> fuzz $$fn ($$pkg, $(FUZZTIME))"; \
-		go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		hack/fuzz.sh $$pkg $$fn $(FUZZTIME) || exit 1; \
 	done
 
 ##@ Build and run
