@@ -188,6 +188,26 @@ var kinds = []moveKind{
 		}
 		return m, ok && w.oneIn(2)
 	}},
+	// Issue 33: a slow condition writer (its clock runs behind) dates a healthy node's failure back.
+	{"slow", "slow <node> False|Unknown <lag>", 3, func(w *world) (move, bool) {
+		if w.crowded() {
+			return move{}, false
+		}
+		m, ok := w.nodeMove("slow", isHealthy, unhealthyStatus(w))
+		m.D = pick(w, []time.Duration{20 * time.Second, 45 * time.Second, 2 * time.Minute})
+		return m, ok
+	}},
+	// Nodes being removed: the cluster autoscaler's taint dated now or 40 minutes ago (its hold
+	// over), Karpenter's (no time), or a deletion a finalizer keeps; and the removal given up (the
+	// taint lifted) or done (the finalizer released: the node goes).
+	{"remove", "remove <node> autoscaler|autoscaler-old|karpenter|deletion | unremove <node>", 3, func(w *world) (move, bool) {
+		if removed := w.nodes(func(n node) bool { return n.Exists && n.RemovedBy != "" }); len(removed) > 0 && w.rng.IntN(2) == 0 {
+			return move{Kind: "unremove", Nodes: []string{pick(w, removed)}}, true
+		}
+		m, ok := w.nodeMove("remove", func(n node) bool { return n.Exists && n.RemovedBy == "" }, "")
+		m.Pool = pick(w, removals)
+		return m, ok
+	}},
 	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
 		healthy := w.nodes(isHealthy)
@@ -202,6 +222,7 @@ var kinds = []moveKind{
 }
 
 var (
+	removals   = []string{"autoscaler", "autoscaler-old", "karpenter", "deletion"}
 	clockSteps = []time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second, 30 * time.Second, 45 * time.Second, time.Minute, 90 * time.Second}
 	faultRates = []float64{0.05, 0.1, 0.2}
 )
@@ -229,6 +250,7 @@ func (w *world) undoing(kind string) int {
 		kind == "dry-run" && len(w.nhcs(func(h *nhc) bool { return h.Spec.DryRun })) > 0:
 		return 4
 	case kind == "maintain" && len(w.nodes(func(n node) bool { return n.Maintained })) > 0,
+		kind == "remove" && len(w.nodes(func(n node) bool { return n.Exists && n.RemovedBy != "" })) > 0,
 		kind == "faults" && w.faultRate > 0, kind == "poison" && w.cur.Poisoned != "":
 		return 2
 	}
@@ -314,6 +336,10 @@ func (m move) String() string {
 	switch m.Kind {
 	case "fail":
 		return fmt.Sprintf("fail %s %s", m.Nodes[0], m.Status)
+	case "slow":
+		return fmt.Sprintf("slow %s %s %s", m.Nodes[0], m.Status, m.D)
+	case "remove":
+		return fmt.Sprintf("remove %s %s", m.Nodes[0], m.Pool)
 	case "mass-failure":
 		return fmt.Sprintf("mass-failure %s %s", m.Status, strings.Join(m.Nodes, ","))
 	case "clock":
@@ -409,11 +435,23 @@ func parseMove(f []string) (move, error) {
 		if err = want(2); err == nil {
 			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
 		}
+	case "slow":
+		if err = want(3); err == nil {
+			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
+			m.D, err = time.ParseDuration(args[2])
+		}
 	case "mass-failure":
 		if err = want(2); err == nil {
 			m.Status, m.Nodes = corev1.ConditionStatus(args[0]), strings.Split(args[1], ",")
 		}
-	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain":
+	case "remove":
+		if err = want(2); err == nil {
+			m.Nodes, m.Pool = []string{args[0]}, args[1]
+			if !slices.Contains(removals, m.Pool) {
+				err = fmt.Errorf("want one of %v", removals)
+			}
+		}
+	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain", "unremove":
 		if err = want(1); err == nil {
 			m.Nodes = []string{args[0]}
 		}
@@ -500,6 +538,13 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 			}
 		}
 		return fmt.Sprintf("mass failure: %s Ready=%s", strings.Join(m.Nodes, ", "), m.Status), nil
+	case "slow":
+		return fmt.Sprintf("%s fails: Ready=%s, written by a writer whose clock is %s behind: dated %s back", name, m.Status, m.D, m.D),
+			w.writeReady(ctx, name, m.Status, w.cur.Now.Add(-m.D))
+	case "remove":
+		return w.remove(ctx, name, m.Pool)
+	case "unremove":
+		return w.unremove(ctx, name)
 	case "recover":
 		return fmt.Sprintf("%s recovers by itself: Ready=True", name), w.setReady(ctx, name, corev1.ConditionTrue)
 	case "fix":

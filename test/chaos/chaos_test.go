@@ -241,6 +241,10 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 		history = append(history, desc)
 		settleStart := time.Now()
 		settled, why := w.settle(ctx)
+		w.cur.Managers = w.managers.seq
+		if settled {
+			w.seen()
+		}
 		w.faults.forgetExpired()
 		if n := w.faults.relists.Swap(0); w.reportLists {
 			w.logf("    the managers' informers listed %d times", n)
@@ -336,6 +340,7 @@ func (w *world) step(ctx context.Context, s int, script [][]move) (string, error
 		}
 		w.moveCounts[kind]++
 		desc, err := w.apply(ctx, m)
+		w.cur.Managers = w.managers.seq
 		if err != nil {
 			return stepString(played), err
 		}

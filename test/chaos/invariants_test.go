@@ -86,6 +86,20 @@ const (
 	// only while, in some state of the step, at most maxUnhealthy of the selected nodes of the
 	// node's domain (its pool label) are not Ready.
 	invFailureDomain = "failure-domain"
+	// invBackdated: a failure a slow writer dated back by more than the clock-skew bound (its
+	// lastTransitionTime earlier than when it was written) starts no remediation before the
+	// condition's duration has passed since it was written: the watch that shows the change does
+	// not trust its time (watch.ConditionChanges). Judged in every state of the step where the node
+	// is unhealthy, unless a manager started since the write (it lists the node, and trusts the
+	// time: the record of changes is its process's memory).
+	invBackdated = "no-backdated-blip-remediated"
+	// invRemoval: a NodeHealthCheck with spec.skipNodesBeingRemoved starts no remediation of a node
+	// that is being removed (a removing party's taint, or a deletion a finalizer holds) while the
+	// removal hold certainly lasts, in every state of the step: less than --removal-hold since the
+	// removal began at the earliest (state.removalHolds). Escalation is held too: the removal is part
+	// of the gate no-escalation-while-held judges; and no-stuck-remediation owes the node a
+	// remediation again once the hold has certainly ended.
+	invRemoval = "removal-hold"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -204,6 +218,12 @@ type checkerStats struct {
 	// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
 	// claimed another Machine or none (before or after the step).
 	machineOwned, claimedElsewhere int
+	// backdatedHeld are the node-checks at which a failure a slow writer dated back had lasted its
+	// duration by its lastTransitionTime but not since it was written.
+	backdatedHeld int
+	// removalHeld are the node-checks at which a node due was held by its removal, removalOver those
+	// at which a node due was being removed past the hold (owed again).
+	removalHeld, removalOver int
 }
 
 func newChecker(initial *state, rv uint64) *checker {
@@ -343,6 +363,15 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	}
 
 	if first {
+		k.checkBackdated(c, states, report)
+		if allStates(states, func(s *state) bool { return s.removalHolds(s.NHCs[c.Owner], s.Nodes[c.Node]) }) {
+			n := cur.Nodes[c.Node]
+			report(invRemoval, "%s started a remediation of a node being removed by %s since %s, within the removal hold (%s) throughout the step",
+				c, n.RemovedBy, n.RemovalSince.Format(time.TimeOnly), removalHold)
+		}
+	}
+
+	if first {
 		k.stats.firstCRs++
 		var details []string
 		within := false
@@ -455,6 +484,33 @@ func (k *checker) checkFailureDomain(c *crRecord, states []*state, report func(s
 		details = append(details, detail)
 	}
 	report(invFailureDomain, "%s started a remediation in a failure domain over its bound in every state of the step: %s", c, strings.Join(details, "; "))
+}
+
+// checkBackdated judges a new remediation against the time its node's failure was written: in
+// some state of the step where the node is unhealthy for its NodeHealthCheck, the failure counts
+// from its lastTransitionTime (written within the bound of it, or a manager started since that
+// trusts it) or has lasted the condition's duration since it was written.
+func (k *checker) checkBackdated(c *crRecord, states []*state, report func(string, string, ...any)) {
+	var whys []string
+	for _, s := range states {
+		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+		if h == nil || !h.matched(n) {
+			continue
+		}
+		if !n.slowWrite() || s.Managers > n.WrittenManagers {
+			return // not dated back, or a manager that trusts the time may lead: no-unwarranted-cr judges it
+		}
+		d, _ := h.duration(n)
+		from := s.earliestCount(n)
+		if !s.Now.Before(from.Add(d)) {
+			return
+		}
+		whys = append(whys, fmt.Sprintf("at %s Ready=%s dated %s, written at %s: %s of its %s since then",
+			s.Now.Format(time.TimeOnly), n.Ready, n.Since.Format(time.TimeOnly), n.Written.Format(time.TimeOnly), s.Now.Sub(from), d))
+	}
+	if len(whys) > 0 {
+		report(invBackdated, "%s started a remediation of a failure a slow writer dated back, before its duration since it was written: %s", c, strings.Join(whys, "; "))
+	}
 }
 
 // appearedAt returns the step in which a CR appeared, from the check RVs.
@@ -577,8 +633,18 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 		for _, name := range cur.nodeNames() {
 			key := hn + "/" + name
 			n := cur.Nodes[name]
+			if h.matched(n) && cur.earliestCount(n) != n.Since && h.unhealthyPast(n, cur.Now) && !h.unhealthyPast(withSince(n, cur.earliestCount(n)), cur.Now) {
+				k.stats.backdatedHeld++
+			}
+			// Due as the leader counts the failure at the latest (node.latestCount).
+			counted := n
+			if from, known := n.latestCount(); known {
+				counted.Since = from
+			} else {
+				counted.Since = cur.Now.Add(time.Hour) // not shown by the leader's watch for certain yet
+			}
 			// The returning-node hold: the threshold must hold without the nodes that just came back.
-			owed := cur.whyNotDue(h, n) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
+			owed := cur.whyNotDue(h, counted) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
 			if over, _ := cur.domainOver(h, n); owed && over {
 				k.stats.domainHeld++
@@ -587,6 +653,12 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
 				k.stats.inFlightHeld++
 				owed = false // it waits for a remediation to end
+			}
+			if owed && cur.removalMayHold(h, n) {
+				k.stats.removalHeld++
+				owed = false // its removal may hold it still
+			} else if owed && h.Spec.SkipNodesBeingRemoved && n.RemovedBy != "" {
+				k.stats.removalOver++
 			}
 			if owed && budgetMayBeExhausted(h, n, cur.Now, snap.CRs) {
 				k.stats.budgetHeld++
@@ -750,3 +822,9 @@ func mayBeOldest(c *crRecord, crs []*crRecord) bool {
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
+
+// withSince returns the node with its Ready condition counted from since.
+func withSince(n node, since time.Time) node {
+	n.Since = since
+	return n
+}

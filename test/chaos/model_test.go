@@ -44,6 +44,17 @@ type node struct {
 	Ready        corev1.ConditionStatus
 	// Since is the Ready condition's lastTransitionTime (fake time).
 	Since time.Time
+	// Written is when (fake time) the driver wrote the Ready condition: Since, or later for a slow
+	// writer, whose clock dates the change back (slow). WrittenManagers is how many managers had
+	// started by then: one started later lists the node and trusts its time (the operator's memory
+	// of condition changes is its process's).
+	Written         time.Time
+	WrittenManagers int
+	// SeenBy is the fake time by which the leader's watch showed the write: the end of the first
+	// settled step since (zero until then). The operator counts a condition from its
+	// lastTransitionTime when its watch showed the change within the bound of it, otherwise from
+	// when it showed it (watch.ConditionChanges): at the latest from SeenBy.
+	SeenBy time.Time
 	// HealthyFrom is the step after which the node has been Ready=True without interruption (valid
 	// while Ready is True); a node that flapped within a step is healthy from that step.
 	HealthyFrom int
@@ -65,6 +76,14 @@ type node struct {
 	// Machine is the Cluster API Machine the node's cluster.x-k8s.io/machine annotation claims (""
 	// none): its own (machineOf), or another node's, as a compromised kubelet may write it.
 	Machine string
+	// RemovedBy says who is removing the node ("": nobody): "autoscaler" (taint
+	// ToBeDeletedByClusterAutoscaler, its value the unix time the removal began), "karpenter" (taint
+	// karpenter.sh/disrupted, no time: the operator counts from when it first saw it) or "deletion"
+	// (deleted while a finalizer keeps it). RemovalSince is when the removal began, on the decisions'
+	// clock: the autoscaler's value, the deletion's timestamp (the API server's clock), the move's
+	// fake time for Karpenter (the earliest the operator can have seen it).
+	RemovedBy    string
+	RemovalSince time.Time
 }
 
 // The Machines: every node of the initial world has one, in the template namespace (so that it can
@@ -130,6 +149,9 @@ func (n node) String() string {
 	}
 	if n.Machine != machineOf(n.Name) {
 		s += " claims Machine " + cmp.Or(n.Machine, "none")
+	}
+	if n.RemovedBy != "" {
+		s += " removed by " + n.RemovedBy + " since " + n.RemovalSince.Format(time.TimeOnly)
 	}
 	return s + "]"
 }
@@ -200,6 +222,16 @@ func (h *nhc) unhealthyPast(n node, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// duration returns the duration of the unhealthy condition that matches the node's Ready status.
+func (h *nhc) duration(n node) (time.Duration, bool) {
+	for _, c := range h.Spec.UnhealthyConditions {
+		if c.Type == corev1.NodeReady && c.Status == n.Ready {
+			return c.Duration.Duration, true
+		}
+	}
+	return 0, false
 }
 
 // whyNotDue says why the node is not due for a new remediation by this NodeHealthCheck at now;
@@ -283,6 +315,11 @@ type state struct {
 	// Skew is the offset of the managers' skew monitors' clock from the API server's (see
 	// managers.skew): beyond maxClockSkew nothing starts or escalates.
 	Skew time.Duration
+	// Managers is how many managers have started so far (the driver's count, managers.seq);
+	// LeaderSince is when (fake time) the leader last changed: a new leader's gatherer first sees a
+	// removal without a time then.
+	Managers    int
+	LeaderSince time.Time
 	// Mids are the states between the moves of a burst (a step of several moves without settling),
 	// in order; the step's states are the one before it, these, and this one.
 	Mids []*state
@@ -293,10 +330,13 @@ type state struct {
 const (
 	maxClockSkew = 10 * time.Second
 	returnGrace  = health.DefaultReturnGrace
+	// removalHold is their --removal-hold, the production default: how long a node's removal holds
+	// back its remediation where a NodeHealthCheck skips nodes being removed.
+	removalHold = health.DefaultRemovalHold
 )
 
 func (s *state) clone() *state {
-	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew}
+	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew, Managers: s.Managers, LeaderSince: s.LeaderSince}
 	for k, v := range s.NHCs {
 		cp := *v
 		cp.Spec = *v.Spec.DeepCopy()
@@ -329,6 +369,33 @@ func (s *state) whyNotDue(h *nhc, n node) string {
 func (s *state) cameBack(n node) bool {
 	return n.Exists && n.Ready == corev1.ConditionTrue && !n.Since.After(s.Now) && s.Now.Before(n.Since.Add(returnGrace)) &&
 		!n.Created.IsZero() && n.Since.Sub(n.Created) >= returnGrace
+}
+
+// slowWrite reports whether the node's Ready condition was dated back by more than the bound
+// when it was written (a slow writer): the watch that shows the change does not trust its time.
+func (n node) slowWrite() bool { return n.Since.Before(n.Written.Add(-maxClockSkew)) }
+
+// earliestCount is the earliest time the operator may count the node's Ready condition from, in
+// this state: its lastTransitionTime, but for a slow write that every running manager's watch saw
+// (none started since), which counts from when it was written at the earliest.
+func (s *state) earliestCount(n node) time.Time {
+	if n.slowWrite() && s.Managers <= n.WrittenManagers {
+		return n.Written
+	}
+	return n.Since
+}
+
+// latestCount is the latest time the leader may count the node's Ready condition from: its
+// lastTransitionTime if its watch showed the change within the bound of it, otherwise when it
+// showed it, by SeenBy; ok is false while no settled step has passed since the write.
+func (n node) latestCount() (time.Time, bool) {
+	switch {
+	case n.SeenBy.IsZero():
+		return time.Time{}, false
+	case n.SeenBy.After(n.Since.Add(maxClockSkew)):
+		return n.SeenBy, true
+	}
+	return n.Since, true
 }
 
 // settledHealthy counts the selected nodes that are healthy and did not just come back: at least
@@ -365,10 +432,35 @@ func (s *state) gateClosed(h *nhc, n node) string {
 		return fmt.Sprintf("at most %d of %d selected nodes are healthy and not just back, %d required", s.settledHealthy(h), selected, required)
 	case n.Excluded:
 		return "the node is excluded by label"
+	case s.removalHolds(h, n):
+		return fmt.Sprintf("the node is being removed by %s since %s (the hold ends at %s at the earliest)", n.RemovedBy,
+			n.RemovalSince.Format(time.TimeOnly), n.RemovalSince.Add(removalHold).Format(time.TimeOnly))
 	case s.Now.Before(n.LeasedUntil):
 		return fmt.Sprintf("a maintenance operator holds the node's lease until %s", n.LeasedUntil.Format(time.TimeOnly))
 	}
 	return ""
+}
+
+// removalHolds reports whether the node's removal certainly holds back its remediation by h in
+// this state: h skips nodes being removed, and the removal began less than the removal hold ago
+// (counted from its earliest possible start).
+func (s *state) removalHolds(h *nhc, n node) bool {
+	return h.Spec.SkipNodesBeingRemoved && n.Exists && n.RemovedBy != "" && s.Now.Before(n.RemovalSince.Add(removalHold))
+}
+
+// removalMayHold reports whether the node's removal may still hold back its remediation by h: the
+// hold counted from the latest time the leader may count it from (for Karpenter's taint, which
+// carries no time, when the leader's gatherer first saw it: since the last change of leader at the
+// latest).
+func (s *state) removalMayHold(h *nhc, n node) bool {
+	if !h.Spec.SkipNodesBeingRemoved || !n.Exists || n.RemovedBy == "" {
+		return false
+	}
+	from := n.RemovalSince
+	if n.RemovedBy == "karpenter" && s.LeaderSince.After(from) {
+		from = s.LeaderSince
+	}
+	return s.Now.Before(from.Add(removalHold))
 }
 
 // domainOver reports whether the node's failure domain (its pool) holds more selected nodes that

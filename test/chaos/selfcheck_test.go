@@ -410,6 +410,9 @@ var gateClosers = []struct {
 	{"clock skew", func(h *history, s *state) { s.Skew = 5 * time.Minute }},
 	{"missing template", func(h *history, s *state) { templateConfigs[5].apply(&s.NHCs["workers"].Spec) }},
 	{"excluded", func(h *history, s *state) { setNode(s, "w01", func(n *node) { n.Excluded = true }) }},
+	{"being removed", func(h *history, s *state) {
+		setNode(s, "w01", func(n *node) { n.RemovedBy, n.RemovalSince = "karpenter", s.Now.Add(-time.Minute) })
+	}},
 	{"maintenance lease", func(h *history, s *state) {
 		setNode(s, "w01", func(n *node) { n.Maintained, n.LeasedUntil = true, s.Now.Add(time.Minute) })
 		h.leases = []leaseInfo{{Node: "w01", Holder: maintenanceHolder, Expires: s.Now.Add(time.Minute)}}
@@ -877,4 +880,123 @@ func TestCheckerFailureDomain(t *testing.T) {
 	}
 	h.cr("w01", "workers", 10)
 	expect(t, h.check(), invFailureDomain)
+}
+
+func TestCheckerBackdated(t *testing.T) {
+	// A slow writer dates w01's failure 45s back; workers' Unknown lasts 30s.
+	slow := func(s *state) {
+		setNode(s, "w01", func(n *node) {
+			n.Ready, n.Since, n.Written, n.WrittenManagers, n.HealthyFrom = corev1.ConditionUnknown, s.Now.Add(-45*time.Second), s.Now, s.Managers, s.Step
+		})
+	}
+	t.Run("remediated as soon as it is written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invBackdated)
+	})
+	t.Run("remediated before its duration since it was written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(29 * time.Second) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invBackdated)
+	})
+	t.Run("remediated once its duration passed since it was written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a manager started since the write trusts its time", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Managers++ })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("written within the bound", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			slow(s)
+			setNode(s, "w01", func(n *node) { n.Since = n.Written.Add(-maxClockSkew) })
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(20 * time.Second) }) // 30s since it is dated
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("not owed before the leader's watch certainly showed it", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			setNode(s, "w01", func(n *node) { n.SeenBy = time.Time{} })
+		})
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}
+
+func TestCheckerRemoval(t *testing.T) {
+	removed := func(how string, ago time.Duration) func(s *state) {
+		return func(s *state) {
+			setNode(s, "w01", func(n *node) {
+				n.Ready, n.Since, n.HealthyFrom = corev1.ConditionFalse, s.Now.Add(-time.Hour), s.Step
+				n.RemovedBy, n.RemovalSince = how, s.Now.Add(-ago)
+			})
+		}
+	}
+	t.Run("a start within the hold", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", 29*time.Minute))
+		expect(t, h.check())
+		h.step(nil)
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invRemoval)
+	})
+	t.Run("a start after the hold", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", 29*time.Minute))
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a NodeHealthCheck that does not skip nodes being removed", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			removed("deletion", time.Minute)(s)
+			s.NHCs["workers"].Spec.SkipNodesBeingRemoved = false
+		})
+		expect(t, h.check())
+		h.step(nil)
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("owed once the hold has ended", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", 40*time.Minute))
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check(), invLiveness)
+	})
+	t.Run("not owed while a new leader may have seen Karpenter's taint only lately", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			removed("karpenter", 40*time.Minute)(s)
+			s.LeaderSince = s.Now.Add(-time.Minute)
+		})
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
 }

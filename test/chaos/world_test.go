@@ -112,7 +112,8 @@ func conditions(falseFor, unknownFor time.Duration) []remediationv1alpha1.Unheal
 func initialState(now time.Time) *state {
 	s := &state{Now: now, Nodes: map[string]node{}, NHCs: map[string]*nhc{}}
 	healthy := func(name, pool string, cp bool) {
-		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour), Machine: machineOf(name)}
+		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour),
+			Written: now.Add(-time.Hour), SeenBy: now.Add(-time.Hour), Machine: machineOf(name)}
 	}
 	for i := 1; i <= 10; i++ {
 		pool := "a"
@@ -146,6 +147,8 @@ func initialState(now time.Time) *state {
 		MinHealthy:          &minHealthy60,
 		// Two remediations per node a day: a node that fails a third time waits (or its reset).
 		RepairBudget: &remediationv1alpha1.RepairBudget{MaxRemediations: 2, Window: metav1.Duration{Duration: 24 * time.Hour}},
+		// Nodes being removed wait, for at most the removal hold (pool-b and control-plane remediate them).
+		SkipNodesBeingRemoved: true,
 	})
 	add("pool-b", 0, remediationv1alpha1.NodeHealthCheckSpec{
 		Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
