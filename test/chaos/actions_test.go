@@ -208,6 +208,16 @@ var kinds = []moveKind{
 		m.Pool = pick(w, removals)
 		return m, ok
 	}},
+	// Remediation requests: dated now, a moment ahead (within the bound), far ahead, expired, not a
+	// time; and a kubelet that forges its node's handled record an hour ahead.
+	{"request", "request <node> now|ahead|future|old|junk", 4, func(w *world) (move, bool) {
+		m, ok := w.nodeMove("request", exists, "")
+		m.Pool = pick(w, []string{"now", "now", "now", "ahead", "future", "old", "junk"})
+		return m, ok
+	}},
+	{"forge-handled", "forge-handled <node>", 1, func(w *world) (move, bool) {
+		return w.nodeMove("forge-handled", func(n node) bool { return n.Exists && !n.HandledForged }, "")
+	}},
 	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
 		healthy := w.nodes(isHealthy)
@@ -338,8 +348,8 @@ func (m move) String() string {
 		return fmt.Sprintf("fail %s %s", m.Nodes[0], m.Status)
 	case "slow":
 		return fmt.Sprintf("slow %s %s %s", m.Nodes[0], m.Status, m.D)
-	case "remove":
-		return fmt.Sprintf("remove %s %s", m.Nodes[0], m.Pool)
+	case "remove", "request":
+		return fmt.Sprintf("%s %s %s", m.Kind, m.Nodes[0], m.Pool)
 	case "mass-failure":
 		return fmt.Sprintf("mass-failure %s %s", m.Status, strings.Join(m.Nodes, ","))
 	case "clock":
@@ -451,7 +461,14 @@ func parseMove(f []string) (move, error) {
 				err = fmt.Errorf("want one of %v", removals)
 			}
 		}
-	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain", "unremove":
+	case "request":
+		if err = want(2); err == nil {
+			m.Nodes, m.Pool = []string{args[0]}, args[1]
+			if _, dated := requestTimes[m.Pool]; !dated && m.Pool != "junk" {
+				err = fmt.Errorf("want now, ahead, future, old or junk")
+			}
+		}
+	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain", "unremove", "forge-handled":
 		if err = want(1); err == nil {
 			m.Nodes = []string{args[0]}
 		}
@@ -541,6 +558,10 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 	case "slow":
 		return fmt.Sprintf("%s fails: Ready=%s, written by a writer whose clock is %s behind: dated %s back", name, m.Status, m.D, m.D),
 			w.writeReady(ctx, name, m.Status, w.cur.Now.Add(-m.D))
+	case "request":
+		return w.request(ctx, name, m.Pool)
+	case "forge-handled":
+		return w.forgeHandled(ctx, name)
 	case "remove":
 		return w.remove(ctx, name, m.Pool)
 	case "unremove":

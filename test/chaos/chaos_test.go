@@ -285,9 +285,11 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	st := w.checker.stats
 	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
 		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, a node waiting for spec.maxInFlight at %d node-checks, for its failure domain at %d, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
+		"%d remediations started for requests (%d for a request refused or not due), a request owed at %d node-checks, waiting at %d; a node held by its removal at %d node-checks, owed past the hold at %d; a failure dated back at %d node-checks; "+
 		"owed remediations seen at %d node-checks, at most %d in a row; %s",
 		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
-		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere, st.owed, st.longestOwed, w.kindCounts())
+		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere,
+		st.requestStarts, st.requestRefusedStarts, st.requestOwed, st.requestWaited, st.removalHeld, st.removalOver, st.backdatedHeld, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
 	if len(broken) > 0 {
 		var lines []string

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -100,6 +101,17 @@ const (
 	// of the gate no-escalation-while-held judges; and no-stuck-remediation owes the node a
 	// remediation again once the hold has certainly ended.
 	invRemoval = "removal-hold"
+	// invRequestRefused, invRequestOnce, invRequestThreshold: see checkRequest.
+	invRequestRefused   = "no-start-for-refused-request"
+	invRequestOnce      = "request-answered-once"
+	invRequestThreshold = "request-within-threshold"
+	// invRequestWaits: a request never takes a slot of spec.maxInFlight ahead of a node that is
+	// really down: no first CR answering the request of a node whose conditions are healthy leaves,
+	// with it, at least maxInFlight selected nodes under remediation (running CRs of the
+	// NodeHealthCheck) while another selected node gets none that is certainly owed a remediation
+	// (as no-stuck-remediation judges it, the in-flight bound aside) in every state of the step in
+	// which the request was pending. Checked at settled steps.
+	invRequestWaits = "request-waits-for-failures"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -122,11 +134,15 @@ type crRecord struct {
 	ControlPlane bool
 	// CreatedAt is the CR's creationTimestamp (the API server's clock, whole seconds).
 	CreatedAt time.Time
-	Created   uint64
-	TimedOut  uint64 // first seen with the nhc-timed-out annotation
-	Failed    uint64 // first seen with Succeeded=False
-	Succeeded uint64 // first seen with Succeeded=True
-	Deleted   uint64
+	// RequestedAt is the time of the remediation request the CR answers (its requested-at
+	// annotation, RequestValue as written; zero: none, or not a time).
+	RequestedAt  time.Time
+	RequestValue string
+	Created      uint64
+	TimedOut     uint64 // first seen with the nhc-timed-out annotation
+	Failed       uint64 // first seen with Succeeded=False
+	Succeeded    uint64 // first seen with Succeeded=True
+	Deleted      uint64
 }
 
 func (c *crRecord) String() string {
@@ -200,6 +216,12 @@ type checker struct {
 	firstStepCRs []*crRecord
 	starts       []*crRecord
 	recorded     map[types.UID]bool
+	// exhausted are the remediations (NodeHealthCheck/node) that answer a request whose steps were
+	// seen exhausted, with the step they were first seen so.
+	exhausted map[string]int
+	// downOwed are, by NodeHealthCheck, the nodes owed a remediation but for spec.maxInFlight at the
+	// last check (nil: it was not settled).
+	downOwed map[string][]string
 	// stats say how much the run exercised the invariants.
 	stats checkerStats
 }
@@ -221,6 +243,11 @@ type checkerStats struct {
 	// backdatedHeld are the node-checks at which a failure a slow writer dated back had lasted its
 	// duration by its lastTransitionTime but not since it was written.
 	backdatedHeld int
+	// requestStarts are the remediations started for requests, requestRefusedStarts those for a
+	// request that is refused or not due; requestOwed the node-checks at which a node was owed a
+	// remediation for its request; requestWaited those at which a pending request of a healthy node
+	// waited for a node really down (the in-flight bound) or for the threshold's headroom.
+	requestStarts, requestRefusedStarts, requestOwed, requestWaited int
 	// removalHeld are the node-checks at which a node due was held by its removal, removalOver those
 	// at which a node due was being removed past the hold (owed again).
 	removalHeld, removalOver int
@@ -228,7 +255,7 @@ type checkerStats struct {
 
 func newChecker(initial *state, rv uint64) *checker {
 	return &checker{hist: []*state{initial}, rvs: []uint64{rv}, owed: map[string]int{}, left: map[string]bool{},
-		firstSteps: map[types.UID]int{}, recorded: map[types.UID]bool{}}
+		firstSteps: map[types.UID]int{}, recorded: map[types.UID]bool{}, exhausted: map[string]int{}}
 }
 
 // stepStates returns the model's states through a step: the one before it, those between the
@@ -332,7 +359,20 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	others := liveOn(crs, c.Node, c.Created, c)
 	first := !slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID })
 
+	requested := c.RequestValue != ""
+	if requested {
+		k.checkRequest(c, first, others, states, crs, report)
+	}
 	switch {
+	case requested && !first:
+		// An escalation of a remediation that answers a request: checkRequest judged its time.
+	case requested:
+		if allStates(states, func(s *state) bool {
+			return s.whyNoRequest(s.NHCs[c.Owner], s.Nodes[c.Node]) != "" && s.whyNotDue(s.NHCs[c.Owner], s.Nodes[c.Node]) != ""
+		}) {
+			report(invUnwarranted, "%s started a remediation for a request of a node that is not due for it: before the step %s, after it %s",
+				c, prev.whyNoRequest(hPrev, before), cur.whyNoRequest(h, after))
+		}
 	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].matched(s.Nodes[c.Node]) }):
 		report(invUnwarranted, "%s created for a node healthy throughout the step (before: %s, after: %s)", c, before, after)
 	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].selects(s.Nodes[c.Node]) }):
@@ -362,8 +402,10 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		report(invMachine, "%s is labelled control-plane, but node %s is a worker (it claimed Machine %q before the step, %q after it)", c, c.Node, before.Machine, after.Machine)
 	}
 
-	if first {
+	if first && !requested {
 		k.checkBackdated(c, states, report)
+	}
+	if first {
 		if allStates(states, func(s *state) bool { return s.removalHolds(s.NHCs[c.Owner], s.Nodes[c.Node]) }) {
 			n := cur.Nodes[c.Node]
 			report(invRemoval, "%s started a remediation of a node being removed by %s since %s, within the removal hold (%s) throughout the step",
@@ -445,6 +487,74 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	}
 }
 
+// checkRequest judges a CR that answers a remediation request (its requested-at annotation):
+//   - no-start-for-refused-request: a first CR answers the node's request as the driver wrote it,
+//     in some state of the step where the NodeHealthCheck takes requests and the request is pending
+//     (a time, not refused as dated beyond the bound or expired, its time come); a later step
+//     answers the request its remediation's CRs answer;
+//   - request-answered-once: no two remediations (first CRs) answer the same request of one node
+//     object;
+//   - request-within-threshold: a node whose conditions are healthy throughout the step (it is
+//     unhealthy only for its request) starts only where, in some state of the step, its start leaves
+//     at least the required healthy selected nodes (Ready, without the NodeHealthCheck's CRs).
+func (k *checker) checkRequest(c *crRecord, first bool, others []*crRecord, states []*state, crs []*crRecord, report func(string, string, ...any)) {
+	if !first {
+		if !slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID && o.RequestValue == c.RequestValue }) {
+			report(invRequestRefused, "%s answers request %s, which no earlier CR of its remediation answers", c, c.RequestValue)
+		}
+		return
+	}
+	k.stats.requestStarts++
+	var whys []string
+	accepted := false
+	for _, s := range states {
+		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+		switch {
+		case !n.RequestAt.Equal(c.RequestedAt) || c.RequestedAt.IsZero():
+			whys = append(whys, fmt.Sprintf("the node's request is %s@%s", cmp.Or(n.Request, "none"), n.RequestAt.Format(time.TimeOnly)))
+		case !h.Spec.AllowRemediationRequests:
+			whys = append(whys, c.Owner+" does not take requests")
+		case h.Spec.DryRun:
+			whys = append(whys, c.Owner+" is in dry-run, which ignores requests")
+		case !n.requestPending(s.Now):
+			whys = append(whys, fmt.Sprintf("the request (%s) is refused or not due at %s", n.Request, s.Now.Format(time.TimeOnly)))
+		default:
+			accepted = true
+		}
+	}
+	if !accepted {
+		k.stats.requestRefusedStarts++
+		report(invRequestRefused, "%s answers request %s, which the operator must refuse or wait for throughout the step: %s", c, c.RequestValue, strings.Join(whys, "; "))
+	}
+	for _, o := range k.starts {
+		if o != c && o.Node == c.Node && o.RequestValue == c.RequestValue && o.Created < c.Created && !states[len(states)-1].Nodes[c.Node].Created.After(o.CreatedAt) {
+			report(invRequestOnce, "%s answers request %s of node %s, which %s answered already", c, c.RequestValue, c.Node, o)
+			break
+		}
+	}
+	if !allStates(states, func(s *state) bool { n := s.Nodes[c.Node]; return n.Exists && n.Ready == corev1.ConditionTrue }) {
+		return // unhealthy by its conditions too: counted unhealthy already
+	}
+	var details []string
+	for _, s := range states {
+		h := s.NHCs[c.Owner]
+		selected := s.selected(h)
+		required, ok := requiredHealthy(len(selected), h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+		healthy := 0
+		for _, name := range selected {
+			if name != c.Node && s.Nodes[name].Ready == corev1.ConditionTrue &&
+				!slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
+				healthy++
+			}
+		}
+		if ok && healthy >= required {
+			return
+		}
+		details = append(details, fmt.Sprintf("%d other selected nodes healthy without CRs, %d required", healthy, required))
+	}
+	report(invRequestThreshold, "%s started a remediation for a request of a healthy node that leaves too few healthy nodes in every state of the step: %s", c, strings.Join(details, "; "))
+}
+
 // checkInFlight judges a first CR against spec.maxInFlight: within the limit in some state of the
 // step, counting the other selected nodes that are not Ready and have a live CR of the owner when
 // it was created.
@@ -459,7 +569,7 @@ func (k *checker) checkInFlight(c *crRecord, states []*state, crs []*crRecord, r
 		running := 0
 		for _, name := range s.selected(sh) {
 			if name != c.Node && s.Nodes[name].Ready != corev1.ConditionTrue &&
-				slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
+				slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.runningAt(c.Created) }) {
 				running++
 			}
 		}
@@ -562,7 +672,7 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 		if h == nil || appeared == cur.Step {
 			continue // a CR gets the step after the one it appeared in
 		}
-		if why := k.gone(c.Node, h, prev, cur, h.healthyDelay(), appeared); why != "" {
+		if why := k.gone(c.Node, h, prev, cur, h.healthyDelay(), appeared); why != "" && !k.requestRuns(h, c.Node, cur, snap) {
 			once(string(c.UID), invLeftCR, "%s left behind: %s", c, why)
 		}
 	}
@@ -571,10 +681,52 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 		if !ours {
 			continue
 		}
-		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" {
+		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" && !k.requestRuns(cur.NHCs[owner], l.Node, cur, snap) {
 			once(string(l.UID)+"/"+l.Holder, invLeftLease, "lease node-%s of %s left behind: %s", l.Node, l.Holder, why)
 		}
 	}
+}
+
+// requestRuns reports whether the node's remediation by h answers a request and may go on
+// although the node's conditions are healthy: until a CR of it reports Succeeded=True, the node's
+// conditions change after its first CR answering the request appeared, or its steps are exhausted
+// (no CR runs, one of the last step's timed out or failed), seen at an earlier check. The node
+// exists and is selected.
+func (k *checker) requestRuns(h *nhc, node string, cur *state, snap snapshot) bool {
+	n := cur.Nodes[node]
+	if h == nil || !h.selects(n) {
+		return false
+	}
+	var live []*crRecord
+	var first *crRecord
+	for _, c := range snap.CRs {
+		if c.Owner == h.Name && c.Node == node && c.liveAt(snap.RV) {
+			live = append(live, c)
+			if c.RequestValue != "" && (first == nil || c.Created < first.Created) {
+				first = c
+			}
+		}
+	}
+	if first == nil {
+		return false
+	}
+	if slices.ContainsFunc(live, func(c *crRecord) bool { return c.Succeeded != 0 && c.Succeeded <= snap.RV }) {
+		return false
+	}
+	if appeared := k.appearedAt(first); k.hist[appeared].Nodes[node].Writes != n.Writes {
+		return false // the conditions changed: answered
+	}
+	key := h.Name + "/" + node
+	exhausted := !slices.ContainsFunc(live, func(c *crRecord) bool { return c.runningAt(snap.RV) }) &&
+		slices.ContainsFunc(live, func(c *crRecord) bool { return c.Template == h.lastStep() })
+	if !exhausted {
+		delete(k.exhausted, key)
+		return true
+	}
+	if _, seen := k.exhausted[key]; !seen {
+		k.exhausted[key] = cur.Step
+	}
+	return k.exhausted[key] == cur.Step // the step after it is seen exhausted, its CRs go
 }
 
 // checkLiveness counts, for each NodeHealthCheck and node, how many settled checks in a row the
@@ -588,6 +740,7 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 	}
 	if !snap.Settled || k.backoff {
 		clear(k.owed)
+		k.downOwed = nil
 		return
 	}
 	hasCR := func(node string, owner string) bool {
@@ -617,21 +770,38 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 		}
 		return len(nodes)
 	}
+	// maybeAnswered reports whether a remediation of the node may have answered its request: a CR
+	// of it was live at some moment since the step before the request was written.
+	maybeAnswered := func(n node) bool {
+		from := k.rvs[max(n.RequestStep-1, 0)]
+		return n.RequestAt.Compare(n.PrevRequestAt) <= 0 || slices.ContainsFunc(snap.CRs, func(c *crRecord) bool {
+			return c.Node == n.Name && (c.Deleted == 0 || c.Deleted > from)
+		})
+	}
+	downOwed := map[string][]string{} // by NodeHealthCheck: the nodes owed a remediation but for maxInFlight
 	for _, hn := range cur.nhcNames() {
 		h := cur.NHCs[hn]
 		selected := cur.selected(h)
-		healthy, returned := 0, 0
+		healthy, returned, requests := 0, 0, 0
 		for _, name := range selected {
-			if n := cur.Nodes[name]; !h.matched(n) && !hasCR(name, h.Name) {
+			n := cur.Nodes[name]
+			if !h.matched(n) && !hasCR(name, h.Name) {
 				healthy++
 				if cur.cameBack(n) {
 					returned++
 				}
+				if cur.whyNoRequest(h, n) == "" && !maybeAnswered(n) {
+					requests++
+				}
 			}
 		}
 		required, ok := requiredHealthy(len(selected), h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+		type verdict struct {
+			name      string
+			byRequest bool
+		}
+		var due []verdict
 		for _, name := range cur.nodeNames() {
-			key := hn + "/" + name
 			n := cur.Nodes[name]
 			if h.matched(n) && cur.earliestCount(n) != n.Since && h.unhealthyPast(n, cur.Now) && !h.unhealthyPast(withSince(n, cur.earliestCount(n)), cur.Now) {
 				k.stats.backdatedHeld++
@@ -643,16 +813,27 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			} else {
 				counted.Since = cur.Now.Add(time.Hour) // not shown by the leader's watch for certain yet
 			}
+			switch {
+			case cur.whyNotDue(h, counted) == "":
+				due = append(due, verdict{name: name})
+			case n.Ready == corev1.ConditionTrue && cur.whyNoRequest(h, n) == "" && !maybeAnswered(n):
+				// Unhealthy only for its request: it takes the threshold's headroom and waits for the
+				// nodes that are really down and for earlier requests.
+				if healthy-1 < required || requests > 1 {
+					k.stats.requestWaited++
+					continue
+				}
+				due = append(due, verdict{name: name, byRequest: true})
+			}
+		}
+		for _, v := range due {
+			name, n := v.name, cur.Nodes[v.name]
 			// The returning-node hold: the threshold must hold without the nodes that just came back.
-			owed := cur.whyNotDue(h, counted) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
+			owed := ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
 			if over, _ := cur.domainOver(h, n); owed && over {
 				k.stats.domainHeld++
 				owed = false // its domain lost more nodes than the bound
-			}
-			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
-				k.stats.inFlightHeld++
-				owed = false // it waits for a remediation to end
 			}
 			if owed && cur.removalMayHold(h, n) {
 				k.stats.removalHeld++
@@ -664,16 +845,82 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 				k.stats.budgetHeld++
 				owed = false
 			}
+			if owed && !v.byRequest {
+				downOwed[hn] = append(downOwed[hn], name)
+			}
+			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
+				k.stats.inFlightHeld++
+				owed = false // it waits for a remediation to end
+			}
+			if owed && v.byRequest && h.Spec.MaxInFlight != nil && len(downOwed[hn]) > 0 {
+				k.stats.requestWaited++
+				owed = false // nodes really down go first
+			}
+			key := hn + "/" + name
 			if !owed {
 				delete(k.owed, key)
 				continue
+			}
+			if v.byRequest {
+				k.stats.requestOwed++
 			}
 			k.owed[key]++
 			k.stats.owed++
 			k.stats.longestOwed = max(k.stats.longestOwed, k.owed[key])
 			if k.owed[key] == livenessSteps {
-				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: Ready=%s since %s, %d of %d selected nodes healthy (%d of them just back), %d required",
-					n, hn, livenessSteps, n.Ready, n.Since.Format(time.TimeOnly), healthy, len(selected), returned, required)
+				what := fmt.Sprintf("Ready=%s since %s", n.Ready, n.Since.Format(time.TimeOnly))
+				if v.byRequest {
+					what = fmt.Sprintf("its request dated %s", n.RequestAt.Format(time.TimeOnly))
+				}
+				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: %s, %d of %d selected nodes healthy (%d of them just back), %d required",
+					n, hn, livenessSteps, what, healthy, len(selected), returned, required)
+			}
+		}
+	}
+	k.checkRequestWaits(cur, snap, downOwed, report)
+	k.downOwed = downOwed
+}
+
+// checkRequestWaits judges the remediations started in this step for requests of nodes whose
+// conditions are healthy against spec.maxInFlight's order (invRequestWaits): downOwed are the nodes
+// owed a remediation (but for the in-flight bound) at this check, k.downOwed at the one before.
+func (k *checker) checkRequestWaits(cur *state, snap snapshot, downOwed map[string][]string, report func(string, string, ...any)) {
+	if len(k.hist) < 2 {
+		return
+	}
+	prev := k.hist[len(k.hist)-2]
+	lo := k.rvs[len(k.rvs)-2]
+	states := stepStates(prev, cur)
+	for _, c := range snap.CRs {
+		h := cur.NHCs[c.Owner]
+		if c.Created <= lo || c.Created > snap.RV || c.RequestValue == "" || h == nil ||
+			slices.ContainsFunc(liveOn(snap.CRs, c.Node, c.Created, c), func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID }) ||
+			!allStates(states, func(s *state) bool {
+				return s.NHCs[c.Owner].Spec.MaxInFlight != nil && s.Nodes[c.Node].Ready == corev1.ConditionTrue
+			}) {
+			continue
+		}
+		limit := h.Spec.MaxInFlight.IntValue()
+		running := 0
+		for _, name := range cur.selected(h) {
+			if slices.ContainsFunc(snap.CRs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.runningAt(c.Created) }) {
+				running++
+			}
+		}
+		if running < limit {
+			continue
+		}
+		// The request could start only where it was pending: the node owed must be owed in every
+		// such state (the states between a burst's moves are not judged).
+		pending := func(s *state) bool { return s.whyNoRequest(s.NHCs[c.Owner], s.Nodes[c.Node]) == "" }
+		if slices.ContainsFunc(cur.Mids, pending) || (pending(prev) && k.downOwed == nil) {
+			continue
+		}
+		for _, d := range downOwed[c.Owner] {
+			if d != c.Node && (!pending(prev) || slices.Contains(k.downOwed[c.Owner], d)) && len(liveOn(snap.CRs, d, c.Created, nil)) == 0 {
+				report(invRequestWaits, "%s started a remediation for the request of a healthy node, the %d-th of maxInFlight %d, while node %s, down, was owed one wherever the request was pending in the step and got none",
+					c, running, limit, cur.Nodes[d])
+				break
 			}
 		}
 	}

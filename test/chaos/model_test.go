@@ -84,6 +84,36 @@ type node struct {
 	// fake time for Karpenter (the earliest the operator can have seen it).
 	RemovedBy    string
 	RemovalSince time.Time
+	// Writes counts the driver's writes of the node's Ready condition (and its creations): a
+	// remediation that answers a request of a healthy node lasts until its conditions change.
+	Writes int
+	// Request is the kind of the node's remediation request the driver wrote last ("": none):
+	// "now" (dated now), "ahead" (5s ahead, within the clock-skew bound: it waits for its time),
+	// "future" (10m ahead: refused), "old" (25h back: expired) or "junk" (not a time: refused);
+	// RequestAt its time (zero for junk) and RequestStep the step that wrote it. A new Node object
+	// (recreate) has none.
+	Request     string
+	RequestAt   time.Time
+	RequestStep int
+	// PrevRequestAt is the latest time of the requests written on this Node object before it: the
+	// operator's handled record of the node is never later (but a forged one, which it refuses).
+	PrevRequestAt time.Time
+	// HandledForged is set once the node's kubelet wrote a remediation-request-handled annotation
+	// dated an hour ahead (forged: the operator ignores it).
+	HandledForged bool
+}
+
+// requestTimes are the times each kind of request is dated at, from now. A request dated beyond the
+// clock-skew bound ("future") is refused while it is, then pending from its time on, as one
+// within the bound ("ahead") is; an "old" one is expired.
+var requestTimes = map[string]time.Duration{"now": 0, "ahead": 5 * time.Second, "future": 10 * time.Minute, "old": -25 * time.Hour}
+
+// requestPending reports whether the node's request is one the operator takes at now, and its time
+// has come (it may have been answered meanwhile): a time, no later than now (one dated beyond the
+// clock-skew bound is refused until its time is within it, then waits for it), not older than
+// RemediationRequestMaxAge.
+func (n node) requestPending(now time.Time) bool {
+	return n.Request != "" && !n.RequestAt.IsZero() && !now.Before(n.RequestAt) && now.Sub(n.RequestAt) <= remediationv1alpha1.RemediationRequestMaxAge
 }
 
 // The Machines: every node of the initial world has one, in the template namespace (so that it can
@@ -153,6 +183,15 @@ func (n node) String() string {
 	if n.RemovedBy != "" {
 		s += " removed by " + n.RemovedBy + " since " + n.RemovalSince.Format(time.TimeOnly)
 	}
+	if n.Request != "" {
+		s += " request " + n.Request
+		if !n.RequestAt.IsZero() {
+			s += "@" + n.RequestAt.Format(time.TimeOnly)
+		}
+	}
+	if n.HandledForged {
+		s += " handled forged"
+	}
 	return s + "]"
 }
 
@@ -173,6 +212,15 @@ func (h *nhc) firstStep() string {
 	}
 	first := slices.MinFunc(h.Spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
 	return first.RemediationTemplate.Name
+}
+
+// lastStep returns the name of the template of the last escalation step (the single template).
+func (h *nhc) lastStep() string {
+	if h.Spec.RemediationTemplate != nil {
+		return h.Spec.RemediationTemplate.Name
+	}
+	last := slices.MaxFunc(h.Spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
+	return last.RemediationTemplate.Name
 }
 
 // disabled reports whether the NodeHealthCheck references a template that does not exist.
@@ -358,6 +406,36 @@ func (s *state) whyNotDue(h *nhc, n node) string {
 		return why
 	}
 	if s.skewed() {
+		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
+	}
+	return ""
+}
+
+// whyNoRequest says why the NodeHealthCheck does not act on the node's remediation request in this
+// state (empty: it may start a remediation for it, if nothing holds it): the node is selected, not
+// excluded, the NodeHealthCheck takes requests, is not paused, disabled or in dry-run (which ignores
+// requests), the skew is within the bound, and the request is pending (node.requestPending).
+func (s *state) whyNoRequest(h *nhc, n node) string {
+	switch {
+	case !n.Exists:
+		return "the node does not exist"
+	case !h.selects(n):
+		return "not selected"
+	case n.Request == "":
+		return "no request"
+	case !h.Spec.AllowRemediationRequests:
+		return "the NodeHealthCheck does not take requests"
+	case !n.requestPending(s.Now):
+		return fmt.Sprintf("the request (%s) is refused or not due", n.Request)
+	case n.Excluded:
+		return "excluded by label"
+	case h.paused():
+		return "the NodeHealthCheck is paused"
+	case h.disabled():
+		return "the NodeHealthCheck references a missing template"
+	case h.Spec.DryRun:
+		return "the NodeHealthCheck is in dry-run"
+	case s.skewed():
 		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
 	}
 	return ""

@@ -1000,3 +1000,127 @@ func TestCheckerRemoval(t *testing.T) {
 		}
 	})
 }
+
+// request writes the node's request of the kind in the state, as the driver does.
+func request(s *state, name, kind string) {
+	setNode(s, name, func(n *node) {
+		n.Request, n.RequestAt, n.RequestStep = kind, time.Time{}, s.Step
+		if d, ok := requestTimes[kind]; ok {
+			n.RequestAt = s.Now.Add(d)
+		}
+	})
+}
+
+// requestCR records a first CR of the NodeHealthCheck answering the request dated at.
+func (h *history) requestCR(node, owner string, at time.Time, offset uint64) *crRecord {
+	c := h.cr(node, owner, offset)
+	c.RequestedAt, c.RequestValue = at, at.UTC().Format(time.RFC3339)
+	return c
+}
+
+func TestCheckerRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name, node, owner, kind string
+		want                    []string
+	}{
+		{"a request dated now", "w01", "workers", "now", nil},
+		{"a request dated beyond the bound", "w01", "workers", "future", []string{invRequestRefused, invUnwarranted}},
+		{"a request dated a moment ahead, before its time", "w01", "workers", "ahead", []string{invRequestRefused, invUnwarranted}},
+		{"an expired request", "w01", "workers", "old", []string{invRequestRefused, invUnwarranted}},
+		{"a request that is not a time", "w01", "workers", "junk", []string{invRequestRefused, invUnwarranted}},
+		{"a request where requests are not taken", "cp1", "control-plane", "now", []string{invRequestRefused, invUnwarranted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(func(s *state) { request(s, tc.node, tc.kind) })
+			at := h.cur.Nodes[tc.node].RequestAt
+			if at.IsZero() {
+				at = h.cur.Now
+			}
+			h.requestCR(tc.node, tc.owner, at, 10)
+			expect(t, h.check(), tc.want...)
+		})
+	}
+	t.Run("a request dated a moment ahead, at its time", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "ahead") })
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(5 * time.Second) })
+		h.requestCR("w01", "workers", h.cur.Nodes["w01"].RequestAt, 10)
+		expect(t, h.check())
+	})
+	t.Run("answered twice", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		at := h.cur.Nodes["w01"].RequestAt
+		c := h.requestCR("w01", "workers", at, 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(nil)
+		h.requestCR("w01", "workers", at, 10)
+		expect(t, h.check(), invRequestOnce)
+	})
+	t.Run("a request beyond the threshold's headroom", func(t *testing.T) {
+		// workers: 6 of 9 must stay healthy; w01..w03 are down and remediated.
+		h := newHistory(t)
+		h.step(func(s *state) {
+			for _, n := range []string{"w01", "w02", "w03"} {
+				h.fail(s, n, corev1.ConditionFalse, time.Hour)
+			}
+		})
+		for i, n := range []string{"w01", "w02", "w03"} {
+			h.cr(n, "workers", uint64(10+i))
+		}
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w04", "now") })
+		h.requestCR("w04", "workers", h.cur.Now, 10)
+		expect(t, h.check(), invRequestThreshold, invBudget)
+	})
+	t.Run("a request ahead of a node that is down", func(t *testing.T) {
+		one := intstr.FromInt32(1)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &one
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w02", "now") })
+		h.requestCR("w02", "workers", h.cur.Now, 10)
+		expect(t, h.check(), invRequestWaits)
+	})
+	t.Run("a request owed, and kept while it runs on a healthy node", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check(), invLiveness)
+
+		h = newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		h.requestCR("w01", "workers", h.cur.Now, 10)
+		for range 3 {
+			expect(t, h.check()) // not left behind: its remediator has not reported
+			h.step(nil)
+		}
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.Writes++ }) }) // the node's conditions changed
+		expect(t, h.check(), invLeftCR)
+	})
+	t.Run("a request waits for a node that is down", func(t *testing.T) {
+		one := intstr.FromInt32(1)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &one
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			request(s, "w02", "now")
+		})
+		h.cr("w01", "workers", 10)
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}

@@ -128,6 +128,7 @@ func (w *world) writeReady(ctx context.Context, name string, status corev1.Condi
 	}
 	n.Ready, n.Since = status, since
 	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
+	n.Writes++
 	w.cur.Nodes[name] = n
 	return nil
 }
@@ -174,8 +175,47 @@ func (w *world) createNode(ctx context.Context, n node) error {
 	w.wrote(obj, false)
 	n.Exists, n.Created, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Now, w.cur.Step
 	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
+	n.Writes++
+	// A new Node object: no request, no handled record.
+	n.Request, n.RequestAt, n.RequestStep, n.PrevRequestAt, n.HandledForged = "", time.Time{}, 0, time.Time{}, false
 	w.cur.Nodes[n.Name] = n
 	return nil
+}
+
+// request plays a client (kubectl nhc request, or the node's own kubelet) that asks for the node's
+// remediation: its request-remediation annotation dated as the kind says (model.requestTimes), or
+// not a time.
+func (w *world) request(ctx context.Context, name, kind string) (string, error) {
+	n := w.cur.Nodes[name]
+	value, at := "soon", time.Time{}
+	if d, ok := requestTimes[kind]; ok {
+		at = w.cur.Now.Add(d)
+		value = at.UTC().Format(time.RFC3339)
+	}
+	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		remediationv1alpha1.RemediationRequestAnnotation: value}}}); err != nil {
+		return "", err
+	}
+	if n.RequestAt.After(n.PrevRequestAt) {
+		n.PrevRequestAt = n.RequestAt
+	}
+	n.Request, n.RequestAt, n.RequestStep = kind, at, w.cur.Step
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s's remediation requested: %s=%s (%s)", name, remediationv1alpha1.RemediationRequestAnnotation, value, kind), nil
+}
+
+// forgeHandled plays a node's kubelet that writes its own remediation-request-handled annotation
+// dated an hour ahead: were it trusted, every request until then would count as answered.
+func (w *world) forgeHandled(ctx context.Context, name string) (string, error) {
+	value := w.cur.Now.Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		remediationv1alpha1.RemediationRequestHandledAnnotation: value}}}); err != nil {
+		return "", err
+	}
+	n := w.cur.Nodes[name]
+	n.HandledForged = true
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s's kubelet forges %s=%s (an hour ahead)", name, remediationv1alpha1.RemediationRequestHandledAnnotation, value), nil
 }
 
 // setClaim writes the node's Machine claim (the model node's annotations) to the API.

@@ -149,6 +149,8 @@ func initialState(now time.Time) *state {
 		RepairBudget: &remediationv1alpha1.RepairBudget{MaxRemediations: 2, Window: metav1.Duration{Duration: 24 * time.Hour}},
 		// Nodes being removed wait, for at most the removal hold (pool-b and control-plane remediate them).
 		SkipNodesBeingRemoved: true,
+		// A node's request-remediation annotation asks for its remediation (refused elsewhere).
+		AllowRemediationRequests: true,
 	})
 	add("pool-b", 0, remediationv1alpha1.NodeHealthCheckSpec{
 		Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
