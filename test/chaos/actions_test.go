@@ -118,8 +118,15 @@ var kinds = []moveKind{
 	{"restart", "restart", 2, func(w *world) (move, bool) { return move{Kind: "restart"}, true }},
 	{"leader-change", "leader-change", 2, func(w *world) (move, bool) { return move{Kind: "leader-change"}, true }},
 	{"delete", "delete <node>", 2, func(w *world) (move, bool) { return w.nodeMove("delete", isWorker, "") }},
-	{"recreate", "recreate <node>", 3, func(w *world) (move, bool) {
+	{"recreate", "recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
 		return w.nodeMove("recreate", func(n node) bool { return !n.Exists }, "")
+	}},
+	// Issue 33: a Node deleted and created again under the same name at once (a machine replaced,
+	// the new one registering healthy or not ready): a burst of delete and recreate, so that the
+	// controllers may never see the node gone.
+	{"replace", "delete <node> + recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
+		m, ok := w.nodeMove("replace", isWorker, pick(w, []corev1.ConditionStatus{"", corev1.ConditionUnknown, corev1.ConditionFalse}))
+		return m, ok
 	}},
 	// Moves of issue 24: the same node failing again and again (the repair budget), its reset, dry-run,
 	// clock skew, a maintenance operator's lease, watches dropped, the API server restarted, the leader
@@ -316,7 +323,7 @@ func unhealthyStatus(w *world) corev1.ConditionStatus {
 func (w *world) randomMove(inBurst bool) move {
 	weight := func(kind string) int {
 		for _, k := range kinds {
-			if k.kind == kind && !slices.Contains(w.skip, kind) && (!inBurst || kind != "burst") {
+			if k.kind == kind && !slices.Contains(w.skip, kind) && (!inBurst || (kind != "burst" && kind != "replace")) {
 				return k.weight * w.undoing(kind)
 			}
 		}
@@ -350,6 +357,10 @@ func (m move) String() string {
 		return fmt.Sprintf("slow %s %s %s", m.Nodes[0], m.Status, m.D)
 	case "remove", "request":
 		return fmt.Sprintf("%s %s %s", m.Kind, m.Nodes[0], m.Pool)
+	case "recreate":
+		if m.Status != "" {
+			return fmt.Sprintf("recreate %s %s", m.Nodes[0], m.Status)
+		}
 	case "mass-failure":
 		return fmt.Sprintf("mass-failure %s %s", m.Status, strings.Join(m.Nodes, ","))
 	case "clock":
@@ -468,7 +479,13 @@ func parseMove(f []string) (move, error) {
 				err = fmt.Errorf("want now, ahead, future, old or junk")
 			}
 		}
-	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain", "unremove", "forge-handled":
+	case "recreate":
+		if len(args) == 2 {
+			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
+		} else if err = want(1); err == nil {
+			m.Nodes = []string{args[0]}
+		}
+	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "reset-budget", "maintain", "unmaintain", "unremove", "forge-handled":
 		if err = want(1); err == nil {
 			m.Nodes = []string{args[0]}
 		}
@@ -677,8 +694,8 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 		return fmt.Sprintf("leader %s will be killed (SIGKILL) right after its next remediation CR create (in this step or a later one), before it writes anything else", leader.name), nil
 	case "recreate":
 		n := w.cur.Nodes[name]
-		n.Ready, n.Excluded = corev1.ConditionTrue, false
-		return fmt.Sprintf("node %s joins again, healthy, pool %q", name, n.Pool), w.createNode(ctx, n)
+		n.Ready, n.Excluded = cmp.Or(m.Status, corev1.ConditionTrue), false
+		return fmt.Sprintf("node %s joins again, Ready=%s, pool %q", name, n.Ready, n.Pool), w.createNode(ctx, n)
 	}
 	return "", fmt.Errorf("unknown move %q", m.Kind)
 }

@@ -101,6 +101,12 @@ const (
 	// of the gate no-escalation-while-held judges; and no-stuck-remediation owes the node a
 	// remediation again once the hold has certainly ended.
 	invRemoval = "removal-hold"
+	// invReplaced: a Node deleted and created again under the same name is a new node: the CRs of
+	// its old object (created before the new one's creationTimestamp, in an earlier second) are not
+	// its remediation. None of them is live at a settled check after the step that created the new
+	// object (they go as a deleted node's do; docs/compatibility.md's outcomes: "the new one gets its
+	// own remediation"), and no next step escalates them onto it (reported when created).
+	invReplaced = "replaced-node-is-new"
 	// invRequestRefused, invRequestOnce, invRequestThreshold: see checkRequest.
 	invRequestRefused   = "no-start-for-refused-request"
 	invRequestOnce      = "request-answered-once"
@@ -447,6 +453,10 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.checkInFlight(c, states, crs, report)
 		k.checkFailureDomain(c, states, report)
 	}
+	if !first && after.Exists && after.CreatedStep > 0 &&
+		!slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID && !after.Created.After(o.CreatedAt) }) {
+		report(invReplaced, "%s escalates onto node %s, created again at %s, a remediation of its previous object", c, c.Node, after.Created.Format(time.TimeOnly))
+	}
 	firstStep := allStates(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template })
 	if !first || !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template }) {
 		k.stats.escalations++
@@ -671,6 +681,11 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 		appeared := k.appearedAt(c)
 		if h == nil || appeared == cur.Step {
 			continue // a CR gets the step after the one it appeared in
+		}
+		if n := cur.Nodes[c.Node]; n.Exists && n.Created.After(c.CreatedAt) && n.CreatedStep < cur.Step && c.Node != cur.Poisoned && c.Node != prev.Poisoned {
+			once(string(c.UID), invReplaced, "%s of node %s's previous object (created %s) left behind: the node was created again at %s, in step %d",
+				c, c.Node, c.CreatedAt.Format(time.TimeOnly), n.Created.Format(time.TimeOnly), n.CreatedStep)
+			continue
 		}
 		if why := k.gone(c.Node, h, prev, cur, h.healthyDelay(), appeared); why != "" && !k.requestRuns(h, c.Node, cur, snap) {
 			once(string(c.UID), invLeftCR, "%s left behind: %s", c, why)
@@ -946,6 +961,9 @@ func (k *checker) checkHeld(c *crRecord, what string, states []*state, report fu
 
 // checkDeleted judges a CR deleted during the step.
 func (k *checker) checkDeleted(c *crRecord, states []*state, report func(string, string, ...any)) {
+	if n := states[len(states)-1].Nodes[c.Node]; n.Created.After(c.CreatedAt) {
+		return // a CR of the node's previous object (replaced-node-is-new)
+	}
 	for _, s := range states {
 		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
 		if h == nil || !h.selects(n) || !h.matched(n) {

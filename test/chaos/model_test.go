@@ -62,6 +62,8 @@ type node struct {
 	// (the API server's clock, whole seconds): the returning-node hold tells a node that came back
 	// from one that joined by it.
 	Created time.Time
+	// CreatedStep is the step that created the node object (0: the initial world).
+	CreatedStep int
 	// Failures counts the node's failures (Ready turning from True to False or Unknown), for the
 	// moves that make one node fail again and again (the repair budget).
 	Failures int

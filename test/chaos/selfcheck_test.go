@@ -1124,3 +1124,43 @@ func TestCheckerRequests(t *testing.T) {
 		}
 	})
 }
+
+func TestCheckerReplacedNode(t *testing.T) {
+	// w01's CR, then w01 deleted and created again, not ready.
+	replaced := func(t *testing.T) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		h.step(func(s *state) {
+			s.Now = s.Now.Add(time.Minute)
+			mid := s.clone()
+			setNode(mid, "w01", func(n *node) { n.Exists = false })
+			s.Mids = []*state{mid}
+			setNode(s, "w01", func(n *node) {
+				n.Ready, n.Since, n.Created, n.CreatedStep, n.HealthyFrom = corev1.ConditionUnknown, s.Now, s.Now, s.Step, s.Step
+			})
+		})
+		expect(t, h.check()) // the step that created it
+		return h, c
+	}
+	t.Run("the previous object's CR kept", func(t *testing.T) {
+		h, _ := replaced(t)
+		h.step(nil)
+		expect(t, h.check(), invReplaced)
+	})
+	t.Run("the previous object's CR escalated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(nil)
+		c.TimedOut = h.rv - 60
+		h.crOf("w01", "workers", "esc-2", 70)
+		expect(t, h.check(), invReplaced)
+	})
+	t.Run("the previous object's CR gone, the new node remediated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		c.Deleted = h.rv - 60
+		h.cr("w01", "workers", 70).CreatedAt = h.cur.Now
+		expect(t, h.check())
+	})
+}

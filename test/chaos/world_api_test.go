@@ -173,7 +173,7 @@ func (w *world) createNode(ctx context.Context, n node) error {
 		return fmt.Errorf("creating node %s: the API server dropped its status", n.Name)
 	}
 	w.wrote(obj, false)
-	n.Exists, n.Created, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Now, w.cur.Step
+	n.Exists, n.Created, n.CreatedStep, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Step, w.cur.Now, w.cur.Step
 	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
 	n.Writes++
 	// A new Node object: no request, no handled record.
