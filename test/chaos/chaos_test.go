@@ -67,6 +67,32 @@ var defaultScripts = []struct {
 		}
 		return ""
 	}},
+	// Issue 33: a remediation of a kind whose conversion webhook goes down, across a leader change:
+	// the new leader cannot read the kind; pool-b, which selects the node too, must not start once
+	// workers' lease expired, and the lease stays.
+	{"kind-unreadable", "pause pool-b; template workers 8; fail w08 False; clock 30s; resume pool-b; clock 5s; conversion off; leader-change; " +
+		"clock 5s; clock 12m; clock 5s; conversion on; clock 5s", func(st checkerStats) string {
+		if st.unknownHeld == 0 {
+			return "no CR of an unreadable kind was seen running with its lease while the leader could not read the kind"
+		}
+		return ""
+	}},
+	// Issue 33: a failure a slow writer dated back (remediated only 30s after it was written), a
+	// removal whose hold ended (the autoscaler began 40 minutes ago) and one that holds (Karpenter's),
+	// and a request that waits for a node really down under maxInFlight, then starts.
+	{"slow-writer-removal-request", "clock 2m; slow w01 Unknown 45s; clock 5s; clock 30s; remove w02 autoscaler-old; remove w03 karpenter; " +
+		"mass-failure False w02,w03; clock 30s; clock 5s; fix w01; fix w02; fix w03; clock 1m; in-flight workers 1; fail w04 False + request w05 ahead; " +
+		"clock 30s; clock 5s; fix w04; clock 5s; clock 5s", func(st checkerStats) string {
+		switch {
+		case st.backdatedHeld == 0:
+			return "no failure dated back waited for its duration since it was written"
+		case st.removalHeld == 0 || st.removalOver == 0:
+			return fmt.Sprintf("a removal held a node due at %d node-checks, %d remediations started past the hold: want both", st.removalHeld, st.removalOver)
+		case st.requestWaited == 0 || st.requestStarts == 0:
+			return fmt.Sprintf("a request waited at %d node-checks, %d remediations started for requests: want both", st.requestWaited, st.requestStarts)
+		}
+		return ""
+	}},
 	{"max-in-flight", "in-flight workers 1; fail w01 False; clock 5s; fail w02 False; clock 30s; clock 10s; clock 10s; fix w01; clock 5s; clock 10s; in-flight workers off; clock 5s", func(st checkerStats) string {
 		if st.inFlightHeld == 0 {
 			return "no node due waited for spec.maxInFlight"
@@ -224,6 +250,11 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conv, err := newConversionWebhook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conv.stop() }()
 
 	// API timestamps have second precision, and so does the fake clock.
 	clock := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
@@ -233,6 +264,7 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 		cur:        initialState(clock.Now()),
 		skip:       skip,
 		faults:     newFaults(seed),
+		conv:       conv,
 		nhcUIDs:    map[string]types.UID{},
 		moveCounts: map[string]int{},
 	}
@@ -321,11 +353,11 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	st := w.checker.stats
 	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
 		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, a node waiting for spec.maxInFlight at %d node-checks, for its failure domain at %d, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
-		"%d remediations started for requests (%d for a request refused or not due), a request owed at %d node-checks, waiting at %d; a node held by its removal at %d node-checks, owed past the hold at %d; a failure dated back at %d node-checks; "+
+		"%d remediations started for requests (%d for a request refused or not due), a request owed at %d node-checks, waiting at %d; a node held by its removal at %d node-checks, %d remediations of nodes being removed (past the hold); a failure dated back at %d node-checks; a CR of an unreadable kind kept at %d node-checks, a node waiting for it at %d; "+
 		"owed remediations seen at %d node-checks, at most %d in a row; %s",
 		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
 		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere,
-		st.requestStarts, st.requestRefusedStarts, st.requestOwed, st.requestWaited, st.removalHeld, st.removalOver, st.backdatedHeld, st.owed, st.longestOwed, w.kindCounts())
+		st.requestStarts, st.requestRefusedStarts, st.requestOwed, st.requestWaited, st.removalHeld, st.removalOver, st.backdatedHeld, st.unknownHeld, st.unknownWaited, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
 	if knownSeen > 0 {
 		w.logf("chaos: %d violation(s) of invariants the operator is known to break (CHAOS_KNOWN=none fails them)", knownSeen)
@@ -414,6 +446,9 @@ func (w *world) kindCounts() string {
 
 // build creates the world: templates, nodes, NodeHealthChecks and the recorder's markers.
 func (w *world) build(ctx context.Context) error {
+	if err := installConvCRDs(ctx, w.k8s, w.conv); err != nil {
+		return err
+	}
 	for _, ns := range []string{markerNS, leaseNamespace} {
 		if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err

@@ -107,6 +107,11 @@ const (
 	// object (they go as a deleted node's do; docs/compatibility.md's outcomes: "the new one gets its
 	// own remediation"), and no next step escalates them onto it (reported when created).
 	invReplaced = "replaced-node-is-new"
+	// invUnknown: unknown is not free. While conv-1's kind cannot be read and the leader changed since
+	// it could (a new leader never read it), throughout the step: every node lease the owner of a
+	// live CR of the kind held when it went down is there, with that holder (not released, not
+	// swept, even once it expired), and no other NodeHealthCheck starts on the CR's node.
+	invUnknown = "unknown-kind-untouched"
 	// invRequestRefused, invRequestOnce, invRequestThreshold: see checkRequest.
 	invRequestRefused   = "no-start-for-refused-request"
 	invRequestOnce      = "request-answered-once"
@@ -254,8 +259,12 @@ type checkerStats struct {
 	// remediation for its request; requestWaited those at which a pending request of a healthy node
 	// waited for a node really down (the in-flight bound) or for the threshold's headroom.
 	requestStarts, requestRefusedStarts, requestOwed, requestWaited int
-	// removalHeld are the node-checks at which a node due was held by its removal, removalOver those
-	// at which a node due was being removed past the hold (owed again).
+	// unknownHeld are the node-checks at which a CR of conv-1's kind was live, its owner's lease
+	// recorded, while the leader could not read the kind; unknownWaited those at which a node due
+	// waited for the kind.
+	unknownHeld, unknownWaited int
+	// removalHeld are the node-checks at which a node due was held by its removal, removalOver the
+	// remediations started of nodes being removed by NodeHealthChecks that skip them (past the hold).
 	removalHeld, removalOver int
 }
 
@@ -336,6 +345,19 @@ func (k *checker) check(cur *state, snap snapshot) []violation {
 			report(invForeignLease, "the lease of node %s, which %s holds until %s, is gone or someone else's", name, maintenanceHolder, n.LeasedUntil.Format(time.TimeOnly))
 		}
 	}
+	if allStates(states, func(s *state) bool { return s.ConvBlind }) {
+		for _, c := range snap.CRs {
+			held, ok := cur.ConvLeases[c.Node]
+			if c.Kind != convKind || !c.liveAt(snap.RV) || !ok || held.Holder != leaseHolderPrefix+c.Owner {
+				continue
+			}
+			k.stats.unknownHeld++
+			if !slices.ContainsFunc(snap.Leases, func(l leaseInfo) bool { return l.UID == held.UID && l.Holder == held.Holder }) && !k.left["unknown/"+string(c.UID)] {
+				k.left["unknown/"+string(c.UID)] = true
+				report(invUnknown, "the lease of node %s, which %s held for %s when its kind became unreadable, is gone or someone else's while the leader cannot read the kind", c.Node, held.Holder, c)
+			}
+		}
+	}
 	k.checkLiveness(cur, snap, report)
 	return out
 }
@@ -412,6 +434,9 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.checkBackdated(c, states, report)
 	}
 	if first {
+		if anyState(states, func(s *state) bool { return s.NHCs[c.Owner].Spec.SkipNodesBeingRemoved && s.Nodes[c.Node].RemovedBy != "" }) {
+			k.stats.removalOver++
+		}
 		if allStates(states, func(s *state) bool { return s.removalHolds(s.NHCs[c.Owner], s.Nodes[c.Node]) }) {
 			n := cur.Nodes[c.Node]
 			report(invRemoval, "%s started a remediation of a node being removed by %s since %s, within the removal hold (%s) throughout the step",
@@ -471,6 +496,9 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	for _, o := range others {
 		if o.OwnerUID != c.OwnerUID {
 			report(invOneNHC, "%s created while %s of another NodeHealthCheck exists", c, o)
+			if o.Kind == convKind && allStates(states, func(s *state) bool { return s.ConvBlind }) {
+				report(invUnknown, "%s created while %s, of a kind the leader cannot read, may run", c, o)
+			}
 			break
 		}
 	}
@@ -673,8 +701,11 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 			report(inv, format, args...)
 		}
 	}
+	// Unknown is not free: while conv-1's kind cannot be read, its CRs stay, and so do the leases of
+	// the NodeHealthChecks that use it or have CRs of it.
+	convDown := anyState(stepStates(prev, cur), func(s *state) bool { return s.ConvDown })
 	for _, c := range snap.CRs {
-		if !c.liveAt(snap.RV) {
+		if !c.liveAt(snap.RV) || (convDown && c.Kind == convKind) {
 			continue
 		}
 		h := cur.NHCs[c.Owner]
@@ -693,13 +724,24 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 	}
 	for _, l := range snap.Leases {
 		owner, ours := strings.CutPrefix(l.Holder, leaseHolderPrefix)
-		if !ours {
+		if !ours || (convDown && k.mayUseConv(owner, prev, cur, snap)) {
 			continue
 		}
 		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" && !k.requestRuns(cur.NHCs[owner], l.Node, cur, snap) {
 			once(string(l.UID)+"/"+l.Holder, invLeftLease, "lease node-%s of %s left behind: %s", l.Node, l.Holder, why)
 		}
 	}
+}
+
+// mayUseConv reports whether the NodeHealthCheck uses conv-1's kind before or after the step, or
+// has live CRs of it.
+func (k *checker) mayUseConv(owner string, prev, cur *state, snap snapshot) bool {
+	for _, s := range stepStates(prev, cur) {
+		if h := s.NHCs[owner]; h != nil && h.usesConv() {
+			return true
+		}
+	}
+	return slices.ContainsFunc(snap.CRs, func(c *crRecord) bool { return c.Owner == owner && c.Kind == convKind && c.liveAt(snap.RV) })
 }
 
 // requestRuns reports whether the node's remediation by h answers a request and may go on
@@ -794,6 +836,25 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 		})
 	}
 	downOwed := map[string][]string{} // by NodeHealthCheck: the nodes owed a remediation but for maxInFlight
+	// While conv-1's kind cannot be read (in some state of the step), the NodeHealthChecks that may
+	// use it wait, no control-plane node starts (another's remediation of the kind could not be
+	// seen), nor a node such a NodeHealthCheck selects (its status may list it with a CR of the kind).
+	prev := k.hist[max(len(k.hist)-2, 0)]
+	convDown := anyState(stepStates(prev, cur), func(s *state) bool { return s.ConvDown })
+	unknownHolds := func(hn string, n node) bool {
+		if !convDown {
+			return false
+		}
+		if n.ControlPlane || k.mayUseConv(hn, prev, cur, snap) {
+			return true
+		}
+		for _, g := range cur.nhcNames() {
+			if k.mayUseConv(g, prev, cur, snap) && (cur.NHCs[g].selects(n) || prev.NHCs[g].selects(prev.Nodes[n.Name])) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, hn := range cur.nhcNames() {
 		h := cur.NHCs[hn]
 		selected := cur.selected(h)
@@ -853,23 +914,26 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 			if owed && cur.removalMayHold(h, n) {
 				k.stats.removalHeld++
 				owed = false // its removal may hold it still
-			} else if owed && h.Spec.SkipNodesBeingRemoved && n.RemovedBy != "" {
-				k.stats.removalOver++
 			}
 			if owed && budgetMayBeExhausted(h, n, cur.Now, snap.CRs) {
 				k.stats.budgetHeld++
 				owed = false
 			}
+			if owed && unknownHolds(hn, n) {
+				k.stats.unknownWaited++
+				owed = false
+			}
 			if owed && !v.byRequest {
 				downOwed[hn] = append(downOwed[hn], name)
 			}
-			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
+			switch {
+			case !owed || h.Spec.MaxInFlight == nil:
+			case v.byRequest && (remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() || len(downOwed[hn]) > 0):
+				k.stats.requestWaited++
+				owed = false // it waits for a remediation to end; nodes really down go first
+			case remediating(h.Name) >= h.Spec.MaxInFlight.IntValue():
 				k.stats.inFlightHeld++
 				owed = false // it waits for a remediation to end
-			}
-			if owed && v.byRequest && h.Spec.MaxInFlight != nil && len(downOwed[hn]) > 0 {
-				k.stats.requestWaited++
-				owed = false // nodes really down go first
 			}
 			key := hn + "/" + name
 			if !owed {

@@ -370,6 +370,12 @@ type state struct {
 	// removal without a time then.
 	Managers    int
 	LeaderSince time.Time
+	// ConvDown is set while conv-1's conversion webhook is down: its kind cannot be read in the
+	// version the operator reads, once an object of it changed. ConvBlind is set once the leader
+	// changed since (a new leader's informer of the kind never synced: the kind is unknown to it).
+	// ConvLeases are the node leases the owners of the kind's CRs held when it went down, by node.
+	ConvDown, ConvBlind bool
+	ConvLeases          map[string]leaseInfo
 	// Mids are the states between the moves of a burst (a step of several moves without settling),
 	// in order; the step's states are the one before it, these, and this one.
 	Mids []*state
@@ -386,7 +392,8 @@ const (
 )
 
 func (s *state) clone() *state {
-	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew, Managers: s.Managers, LeaderSince: s.LeaderSince}
+	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew, Managers: s.Managers, LeaderSince: s.LeaderSince,
+		ConvDown: s.ConvDown, ConvBlind: s.ConvBlind, ConvLeases: s.ConvLeases}
 	for k, v := range s.NHCs {
 		cp := *v
 		cp.Spec = *v.Spec.DeepCopy()

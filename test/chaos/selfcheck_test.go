@@ -1164,3 +1164,49 @@ func TestCheckerReplacedNode(t *testing.T) {
 		expect(t, h.check())
 	})
 }
+
+func TestCheckerUnknownKind(t *testing.T) {
+	// workers remediates w08 with conv-1; its kind becomes unreadable, then the leader changes.
+	lease := leaseInfo{UID: "lease-w08", Node: "w08", Holder: leaseHolderPrefix + "workers", Expires: t0.Add(11 * time.Minute)}
+	blind := func(t *testing.T) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			templateConfigs[8].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 8
+			h.fail(s, "w08", corev1.ConditionFalse, time.Hour)
+		})
+		c := h.cr("w08", "workers", 10)
+		c.Kind = convKind
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvDown, s.ConvLeases = true, map[string]leaseInfo{"w08": lease} })
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvBlind = true })
+		expect(t, h.check(lease))
+		return h, c
+	}
+	t.Run("the lease kept, even expired", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Hour) })
+		expect(t, h.check(lease))
+	})
+	t.Run("the lease released", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(nil)
+		expect(t, h.checkSnapshot(snapshot{Settled: true}), invUnknown)
+	})
+	t.Run("another NodeHealthCheck starts on the node", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(nil)
+		h.cr("w08", "pool-b", 10)
+		expect(t, h.check(lease), invUnknown, invOneNHC)
+	})
+	t.Run("the CR and its lease may go once the kind is read again", func(t *testing.T) {
+		h, c := blind(t)
+		h.step(func(s *state) {
+			s.ConvDown, s.ConvBlind, s.ConvLeases = false, false, nil
+			h.recover(s, "w08")
+		})
+		c.Deleted = h.rv - 50
+		expect(t, h.checkSnapshot(snapshot{Settled: true}))
+	})
+}

@@ -38,8 +38,10 @@ type world struct {
 	rec      *recorder
 	checker  *checker
 	nhcUIDs  map[string]types.UID
-	// env is the control plane, whose API server a move restarts.
-	env *envtest.Environment
+	// env is the control plane, whose API server a move restarts; conv the conversion webhook of
+	// conv-1's remediator, which a move stops and starts.
+	env  *envtest.Environment
+	conv *conversionWebhook
 
 	// faultRate is the rate of random API failures while turned on (0: off).
 	faultRate float64
