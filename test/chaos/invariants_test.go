@@ -434,7 +434,9 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.checkBackdated(c, states, report)
 	}
 	if first {
-		if anyState(states, func(s *state) bool { return s.NHCs[c.Owner].Spec.SkipNodesBeingRemoved && s.Nodes[c.Node].RemovedBy != "" }) {
+		if anyState(states, func(s *state) bool {
+			return s.NHCs[c.Owner].Spec.SkipNodesBeingRemoved && s.Nodes[c.Node].RemovedBy != ""
+		}) {
 			k.stats.removalOver++
 		}
 		if allStates(states, func(s *state) bool { return s.removalHolds(s.NHCs[c.Owner], s.Nodes[c.Node]) }) {
