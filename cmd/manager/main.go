@@ -35,9 +35,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
-	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/lease"
-	"github.com/medik8s/node-healthcheck/internal/targets"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
@@ -363,17 +361,8 @@ func run(o *options) error {
 	if err := mgr.Add(probe); err != nil {
 		return fmt.Errorf("adding the clock skew probe: %w", err)
 	}
-	timeBound := o.conditionTimeBound
-	switch {
-	case timeBound < 0:
-		timeBound = watch.TrustEveryConditionTime
-	case timeBound == 0 && o.maxClockSkew > 0:
-		timeBound = o.maxClockSkew
-	case timeBound == 0:
-		timeBound = targets.DefaultFutureBound
-	}
 	if err := controller.SetupWithManager(mgr, controller.Options{Clock: clk, LeaseNamespace: o.leaseNamespace, Release: o.release, Upgrade: o.upgrade,
-		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew, ConditionChanges: watch.NewConditionChanges(clk, timeBound)}); err != nil {
+		ReturnGrace: o.returnGrace, RemovalHold: o.removalHold, ClockSkew: skew, ConditionTimeBound: o.conditionTimeBound}); err != nil {
 		return err
 	}
 

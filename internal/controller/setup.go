@@ -49,6 +49,10 @@ type Options struct {
 	// a new one otherwise, which does not trust condition times further than the clock-skew bound
 	// from the manager's view of them.
 	ConditionChanges *watch.ConditionChanges
+	// ConditionTimeBound, for a new record of node condition changes (ConditionChanges nil), bounds
+	// how far a condition's time may be from the manager's view of it (--condition-time-bound): zero,
+	// the clock-skew bound (targets.DefaultFutureBound without one); negative, every time is trusted.
+	ConditionTimeBound time.Duration
 	// ClockSkew measures the skew between the manager's clock and the API server's and says whether
 	// it is beyond --max-clock-skew. It measures only the requests of a config its Wrap was
 	// installed on before the manager was created (cmd/manager does so).
@@ -139,9 +143,15 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	// trusted (the kubelet's or node-problem-detector's clock, or a forged time).
 	changes := o.ConditionChanges
 	if changes == nil {
-		timeBound := targets.DefaultFutureBound
-		if o.ClockSkew != nil && o.ClockSkew.Bound() > 0 {
+		timeBound := o.ConditionTimeBound
+		switch {
+		case timeBound < 0:
+			timeBound = watch.TrustEveryConditionTime
+		case timeBound > 0:
+		case o.ClockSkew != nil && o.ClockSkew.Bound() > 0:
 			timeBound = o.ClockSkew.Bound()
+		default:
+			timeBound = targets.DefaultFutureBound
 		}
 		changes = watch.NewConditionChanges(o.Clock, timeBound)
 	}

@@ -482,9 +482,10 @@ func (d *Decision) names(a Action) []string {
 // Safety rules: a node counts healthy only while it is healthy and has no remediation left; a new
 // remediation starts only for an Unhealthy node, only without blockers, and only while at least
 // MinHealthy nodes are healthy. Running remediations always continue, and one gate holds every new
-// CR: whatever keeps a first step from starting (a blocker, the threshold, storm recovery,
-// returning nodes, the exclusion label, a lease someone else holds, the etcd guard) keeps a running
-// remediation from escalating too.
+// CR: the rules that keep a first step from starting (startHolds, holds.go: a blocker, the threshold,
+// storm recovery, returning nodes, a failure domain, the exclusion label, a removal, a lease someone
+// else holds, the etcd guard, ...) keep a running remediation from escalating too (escalationHolds),
+// but for the few that concern new remediations only, named where the chains are.
 func Decide(in Input) Decision {
 	d := Decision{Observed: len(in.Nodes)}
 	d.MinHealthy, d.BudgetErr = MinHealthy(len(in.Nodes), in.MinHealthy, in.MaxUnhealthy)
@@ -578,62 +579,26 @@ func Decide(in Input) Decision {
 		}
 	}
 	skip := func(nd *NodeDecision, r SkipReason, m string) { nd.Action, nd.SkipReason, nd.SkipMessage = Skip, r, m }
-	domainHeld := failureDomainsHeld(in, d.Nodes)
-	d.DomainsHeld = domainHeld
+	d.DomainsHeld = failureDomainsHeld(in, d.Nodes)
+	c := &holdContext{in: in, d: &d, gateReason: reason, gateMessage: message, domains: d.DomainsHeld, controlPlaneBusy: controlPlaneBusy}
 	var first *Step
 	if len(in.Steps) > 0 {
 		first = Escalate(EscalationInput{Steps: in.Steps, Now: in.Now, Unhealthy: true}).Next
 	}
 	for i := range d.Nodes {
 		nd := &d.Nodes[i]
-		if nd.Action == ContinueRemediation {
-			r, m := reason, message
-			if held := heldDomain(domainHeld, byName[nd.Name]); r == "" && held != "" {
-				r, m = SkipFailureDomain, held
-			}
-			holdEscalation(in, r, m, byName[nd.Name], nd, &d)
-			continue
-		}
-		if nd.Action != StartRemediation {
-			continue
-		}
 		n := byName[nd.Name]
-		switch {
-		case reason != "":
-			skip(nd, reason, message)
-		case heldDomain(domainHeld, n) != "":
-			skip(nd, SkipFailureDomain, heldDomain(domainHeld, n))
-		case n.CoveredBy != "":
-			skip(nd, SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
-		case n.RemediatedElsewhere != "":
-			skip(nd, SkipRemediatedElsewhere, fmt.Sprintf("node %s is remediated by NodeHealthCheck %s", n.Name, n.RemediatedElsewhere))
-		case n.ElsewhereUnknown != "":
-			skip(nd, SkipRemediatedElsewhere, n.ElsewhereUnknown)
-		case removing(in, n, &d):
-			skip(nd, SkipBeingRemoved, removalMessage(n, in.RemovalHold))
-		case n.Excluded:
-			skip(nd, SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
-		case in.RepairBudget != nil && repairBudgetExhausted(*in.RepairBudget, n, in.Now, nd, &d):
-			// skipped (and d.Next set) by repairBudgetExhausted
-		case n.Refused != "":
-			skip(nd, SkipCreateRefused, n.Refused)
-			d.Next = Earliest(d.Next, recheck(n.RefusedUntil, in.Now))
-		case n.LeasedBy != "":
-			skip(nd, SkipLeased, leasedMessage(n))
-			d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))
-		case n.ControlPlane && n.EtcdGuard != "":
-			skip(nd, SkipEtcdQuorum, n.EtcdGuard)
-			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
-		case n.ControlPlane && in.ControlPlaneUnknown != "":
-			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits: %s", n.Name, in.ControlPlaneUnknown))
-			d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck)) // a kind that syncs again may bring no event
-		case n.ControlPlane && controlPlaneBusy != "":
-			// One control-plane node at a time keeps etcd quorum and the API available.
-			skip(nd, SkipControlPlane, fmt.Sprintf("control-plane node %s waits until the remediation of control-plane node %s ends", n.Name, controlPlaneBusy))
-		case n.ControlPlane:
-			controlPlaneBusy = n.Name
-		}
-		if nd.Action == StartRemediation {
+		switch nd.Action {
+		case ContinueRemediation:
+			holdEscalation(c, n, nd)
+		case StartRemediation:
+			if r, m := firstHold(startHolds, c, n); r != "" {
+				skip(nd, r, m)
+				continue
+			}
+			if n.ControlPlane {
+				c.controlPlaneBusy = n.Name
+			}
 			nd.Step = first
 		}
 	}
@@ -786,40 +751,17 @@ func acts(n NodeDecision) bool {
 	return n.Action == StartRemediation || (n.Action == ContinueRemediation && n.Escalation.Due())
 }
 
-// holdEscalation applies the gate of new remediations to a running remediation whose escalation
-// is due: the NodeHealthCheck's reason (blockers, the threshold, storm recovery, returning nodes),
-// then the node's own (a Cluster API MachineHealthCheck covering it, the exclusion label, its
-// removal, a lease someone else holds, the etcd guard). A held escalation times nothing out and starts nothing; the
-// running CR stays. An escalation that is not held makes the decision come back at its deadline.
-func holdEscalation(in Input, reason SkipReason, message string, n *Node, nd *NodeDecision, d *Decision) {
+// holdEscalation applies the gate of new remediations (escalationHolds) to a running remediation
+// whose escalation is due. A held escalation times nothing out and starts nothing; the running CR
+// stays. An escalation that is not due makes the decision come back at its deadline.
+func holdEscalation(c *holdContext, n *Node, nd *NodeDecision) {
 	if !nd.Escalation.Due() {
-		d.Next = Earliest(d.Next, nd.Escalation.Deadline)
+		c.d.Next = Earliest(c.d.Next, nd.Escalation.Deadline)
 		return
 	}
-	held := func(r SkipReason, m string) {
+	if r, m := firstHold(escalationHolds, c, n); r != "" {
 		nd.SkipReason, nd.SkipMessage = r, fmt.Sprintf("escalation of node %s held: %s", n.Name, m)
 		nd.Escalation.TimeOut, nd.Escalation.Next, nd.Escalation.Exhausted = nil, nil, false
-	}
-	switch {
-	case reason != "":
-		held(reason, message)
-	case n.CoveredBy != "":
-		held(SkipCoveredByMachineHealthCheck, fmt.Sprintf("node %s is covered by Cluster API MachineHealthCheck %s, which remediates it", n.Name, n.CoveredBy))
-	case n.Excluded:
-		held(SkipExcluded, fmt.Sprintf("node %s is excluded by label %s=true", n.Name, remediationv1alpha1.ExcludeFromRemediationLabel))
-	case removing(in, n, d):
-		// Escalating to a destructive step (a reprovision, a deletion) on a node that is going
-		// away anyway does harm and no good.
-		held(SkipBeingRemoved, removalMessage(n, in.RemovalHold))
-	case n.Refused != "":
-		held(SkipCreateRefused, n.Refused)
-		d.Next = Earliest(d.Next, recheck(n.RefusedUntil, in.Now))
-	case n.LeasedBy != "":
-		held(SkipLeased, leasedMessage(n))
-		d.Next = Earliest(d.Next, recheck(n.LeasedUntil, in.Now))
-	case n.ControlPlane && n.EtcdGuard != "":
-		held(SkipEtcdQuorum, n.EtcdGuard)
-		d.Next = Earliest(d.Next, in.Now.Add(lease.Recheck))
 	}
 }
 
@@ -872,20 +814,6 @@ func (n Node) evaluate(in Input) NodeHealth {
 		}
 	}
 	return EvaluateNode(in.UnhealthyConditions, conditions, in.Now)
-}
-
-// repairBudgetExhausted skips the node when its repair budget is exhausted, and makes the decision
-// come back when it has room again.
-func repairBudgetExhausted(b RepairBudget, n *Node, now time.Time, nd *NodeDecision, d *Decision) bool {
-	exhausted, until := b.Exhausted(n.Repairs, now)
-	if !exhausted {
-		return false
-	}
-	nd.Action, nd.SkipReason = Skip, SkipRepairBudget
-	nd.SkipMessage = fmt.Sprintf("node %s was remediated %d time(s) within %s (spec.repairBudget); the next remediation may start at %s, or after %s=%s=<time> is set on the NodeHealthCheck",
-		n.Name, len(b.Counted(n.Repairs, now)), b.Window, until.UTC().Format(time.RFC3339), remediationv1alpha1.RepairBudgetResetAnnotation, n.Name)
-	d.Next = Earliest(d.Next, until)
-	return true
 }
 
 // healthyDelayUntil reports whether healthyDelay still keeps a recovered node's CRs, and until when

@@ -165,3 +165,32 @@ func TestStartCarriesItsStepAndTheNodesHolds(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestHoldChains: one gate for every new CR. Every rule that holds a running remediation's next step
+// holds a first CR too, in the same order, and the rules of first CRs alone are exactly the
+// documented exceptions (holds.go).
+func TestHoldChains(t *testing.T) {
+	var starts, escalations []string
+	for _, h := range startHolds {
+		starts = append(starts, h.name)
+	}
+	for _, h := range escalationHolds {
+		escalations = append(escalations, h.name)
+	}
+	exceptions := []string{"remediated elsewhere", "remediated elsewhere, unknown", "repair budget", "control plane unknown", "control plane busy"}
+	var startOnly []string
+	at := 0
+	for _, name := range starts {
+		if at < len(escalations) && escalations[at] == name {
+			at++
+			continue
+		}
+		startOnly = append(startOnly, name)
+	}
+	if at != len(escalations) {
+		t.Fatalf("escalation holds %v are not the start holds %v, in order, but for the exceptions", escalations, starts)
+	}
+	if !slices.Equal(startOnly, exceptions) {
+		t.Fatalf("rules of first CRs alone: %v, want %v", startOnly, exceptions)
+	}
+}

@@ -285,6 +285,41 @@ func TestSortByOwner(t *testing.T) {
 	}
 }
 
+// TestSortByOwnerPrevious checks that a CR created before its node was (the Node deleted and
+// created again under the same name, whether or not the watch showed it) is not the node's
+// remediation but Previous, and that one created with or after the node is.
+func TestSortByOwnerPrevious(t *testing.T) {
+	ours := testutil.NewNHC("ours")
+	ours.UID = types.UID("ours-uid")
+	recreated := assembleNow.Add(-time.Minute)
+	at := func(node string, created time.Time) unstructured.Unstructured {
+		cr := testCR(t, ours, node)
+		cr.SetCreationTimestamp(metav1.NewTime(created))
+		return cr
+	}
+	crs := []unstructured.Unstructured{
+		at("w1", recreated.Add(-time.Hour)),                      // made for the earlier w1
+		at("w2", recreated.Add(-time.Hour)),                      // w2 was not recreated: created before both
+		at("w3", recreated.Add(-time.Hour)), at("w3", recreated), // one of each; same second counts as current
+	}
+	node := func(name string, created time.Time) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	}
+	o := sortByOwner(crs, ours.UID, []*corev1.Node{node("w1", recreated), node("w2", recreated.Add(-2*time.Hour)), node("w3", recreated)})
+	if _, ok := o.ours["w1"]; ok || len(o.previous["w1"]) != 1 {
+		t.Errorf("w1: ours %v, previous %v: want the CR as previous only", o.ours["w1"], o.previous["w1"])
+	}
+	if len(o.ours["w2"]) != 1 || len(o.previous["w2"]) != 0 {
+		t.Errorf("w2: ours %v, previous %v: want the CR as the node's", o.ours["w2"], o.previous["w2"])
+	}
+	if len(o.ours["w3"]) != 1 || len(o.previous["w3"]) != 1 || !o.ours["w3"][0].GetCreationTimestamp().Time.Equal(recreated) {
+		t.Errorf("w3: ours %v, previous %v: want one of each", o.ours["w3"], o.previous["w3"])
+	}
+	if len(o.orphans) != 0 {
+		t.Errorf("orphans %v: want none, every node is selected", o.orphans)
+	}
+}
+
 // TestOutcomeNode checks what the outcome of a node's remediation is derived from: selected nodes
 // with the decision (healthy: nothing to decide), the unselected ones read for status, any other
 // as gone.

@@ -81,7 +81,7 @@ func (g *Gatherer) otherDomains(in *health.Input, key string, crs map[string][]u
 		}
 		for _, cr := range crs[n.Name] {
 			if v, ok := remediationcr.Annotation(&cr, remediationv1alpha1.FailureDomainAnnotation); ok {
-				if recorded, found := cutDomain(v, key); found && recorded != n.Domain && !slices.Contains(n.OtherDomains, recorded) {
+				if recorded, found := remediationcr.CutDomain(v, key); found && recorded != n.Domain && !slices.Contains(n.OtherDomains, recorded) {
 					n.OtherDomains = append(n.OtherDomains, recorded)
 				}
 			}
@@ -100,15 +100,4 @@ func (g *Gatherer) otherDomains(in *health.Input, key string, crs map[string][]u
 			}
 		}
 	}
-}
-
-// FailureDomainValue is the failure-domain annotation's value for a node in domain of key.
-func FailureDomainValue(key, domain string) string { return key + "=" + domain }
-
-// cutDomain reads a failure-domain annotation's value for the key.
-func cutDomain(v, key string) (string, bool) {
-	if len(v) <= len(key) || v[:len(key)] != key || v[len(key)] != '=' {
-		return "", false
-	}
-	return v[len(key)+1:], true
 }

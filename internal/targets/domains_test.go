@@ -11,6 +11,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // TestOtherDomains: the domains a node was seen in lately count besides its current one: for
@@ -47,7 +48,7 @@ func TestOtherDomains(t *testing.T) {
 	}
 	// The domain its CRs recorded counts, even in a gatherer that never saw it there (a restart).
 	cr := unstructured.Unstructured{}
-	cr.SetAnnotations(map[string]string{remediationv1alpha1.FailureDomainAnnotation: FailureDomainValue(key, "c")})
+	cr.SetAnnotations(map[string]string{remediationv1alpha1.FailureDomainAnnotation: remediationcr.FailureDomainValue(key, "c")})
 	fresh := &Gatherer{}
 	in := health.Input{UnhealthyConditions: rules, Nodes: []health.Node{{Name: "n", Domain: "b", Remediating: true}}}
 	fresh.otherDomains(&in, key, map[string][]unstructured.Unstructured{"n": {cr}}, now)
@@ -55,7 +56,7 @@ func TestOtherDomains(t *testing.T) {
 		t.Fatalf("the CR's recorded domain: %v", got)
 	}
 	// A recorded domain of another key is not read.
-	cr.SetAnnotations(map[string]string{remediationv1alpha1.FailureDomainAnnotation: FailureDomainValue("rack", "c")})
+	cr.SetAnnotations(map[string]string{remediationv1alpha1.FailureDomainAnnotation: remediationcr.FailureDomainValue("rack", "c")})
 	in = health.Input{UnhealthyConditions: rules, Nodes: []health.Node{{Name: "n", Domain: "b", Remediating: true}}}
 	(&Gatherer{}).otherDomains(&in, key, map[string][]unstructured.Unstructured{"n": {cr}}, now)
 	if got := in.Nodes[0].OtherDomains; len(got) != 0 {

@@ -1,11 +1,18 @@
 package targets
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
 // NodeSource finds the nodes a NodeHealthCheck selects, and nodes by name, without listing every
@@ -28,4 +35,28 @@ type ConditionChangeSource interface {
 	// Untrusted returns, for each condition of the node whose lastTransitionTime is not to be
 	// trusted, when it counts from instead (health.Node.CountFrom); nil: none. Read only.
 	Untrusted(node string) map[corev1.NodeConditionType]time.Time
+}
+
+// selectedNodes returns the nodes the NodeHealthCheck's selector selects, sorted by name: from
+// the NodeSource when there is one (the cache's own objects), else listed from c. Read only.
+func (g *Gatherer) selectedNodes(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]*corev1.Node, error) {
+	sel, err := metav1.LabelSelectorAsSelector(&nhc.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("parsing selector: %w", err)
+	}
+	if g.Nodes != nil {
+		if nodes, ok := g.Nodes.Selected(nhc, sel); ok {
+			return nodes, nil
+		}
+	}
+	list := &corev1.NodeList{}
+	if err := g.Reader.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	nodes := make([]*corev1.Node, len(list.Items))
+	for i := range list.Items {
+		nodes[i] = &list.Items[i]
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	return nodes, nil
 }

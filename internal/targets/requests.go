@@ -1,16 +1,13 @@
 package targets
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
@@ -87,7 +84,7 @@ func (s *Snapshot) RefusedInput(node, annotation string) (RefusedInput, bool) {
 // client whose clock runs ahead, would poison every later request until that date) or one older than
 // RemediationRequestMaxAge is ignored; one dated after now within the bound waits for its time.
 func (s *Snapshot) request(n *corev1.Node) (pending, running, due time.Time) {
-	running = RequestOf(s.CRs[n.Name])
+	running = remediationcr.RequestOf(s.CRs[n.Name])
 	v, ok := n.Annotations[remediationv1alpha1.RemediationRequestAnnotation]
 	if !ok {
 		return time.Time{}, running, time.Time{}
@@ -120,20 +117,6 @@ func (s *Snapshot) request(n *corev1.Node) (pending, running, due time.Time) {
 		pending = at
 	}
 	return pending, running, due
-}
-
-// RequestOf returns the latest request time the CRs answer (their requested-at annotations; zero:
-// none).
-func RequestOf(crs []unstructured.Unstructured) time.Time {
-	var latest time.Time
-	for i := range crs {
-		if v, ok := remediationcr.Annotation(&crs[i], remediationv1alpha1.RemediationRequestedAtAnnotation); ok {
-			if at, err := time.Parse(time.RFC3339, v); err == nil {
-				latest = Later(latest, at)
-			}
-		}
-	}
-	return latest
 }
 
 // handledRequest returns the time in the node's remediation-request-handled annotation (zero: none),
@@ -174,7 +157,7 @@ func handledTime(n *corev1.Node, now time.Time, bound time.Duration) (time.Time,
 // and is overwritten). Requests dated after now are not answered yet, and nothing later than now is
 // ever written. n is the node as read now (the snapshot's may be older).
 func (s *Snapshot) AnsweredRequest(n *corev1.Node, crs []unstructured.Unstructured) (string, bool) {
-	answered := RequestOf(crs)
+	answered := remediationcr.RequestOf(crs)
 	if v, ok := n.Annotations[remediationv1alpha1.RemediationRequestAnnotation]; ok && s.NHC.Spec.AllowRemediationRequests {
 		if at, err := nodeinput.Time(v); err == nil && !at.After(s.Now) {
 			answered = Later(answered, at)
@@ -196,49 +179,4 @@ func Later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// baseline is a health.RequestBaseline as the request-baseline annotation holds it.
-type baseline struct {
-	At         time.Time           `json:"at"`
-	Conditions []baselineCondition `json:"conditions"`
-}
-
-type baselineCondition struct {
-	Type               corev1.NodeConditionType `json:"type"`
-	Status             corev1.ConditionStatus   `json:"status"`
-	LastTransitionTime time.Time                `json:"lastTransitionTime"`
-}
-
-// EncodeBaseline returns the request-baseline annotation's value for the baseline.
-func EncodeBaseline(b health.RequestBaseline) string {
-	v := baseline{At: b.At.UTC().Truncate(time.Second), Conditions: []baselineCondition{}}
-	for _, c := range b.Conditions {
-		v.Conditions = append(v.Conditions, baselineCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime.UTC()})
-	}
-	out, _ := json.Marshal(v) // plain strings and times: never fails
-	return string(out)
-}
-
-// BaselineOf returns the baseline recorded on the CRs (the earliest one's; nil: none that parses).
-func BaselineOf(crs []unstructured.Unstructured) *health.RequestBaseline {
-	var out *health.RequestBaseline
-	for i := range crs {
-		v, ok := remediationcr.Annotation(&crs[i], remediationv1alpha1.RemediationRequestBaselineAnnotation)
-		if !ok {
-			continue
-		}
-		var b baseline
-		if err := json.Unmarshal([]byte(v), &b); err != nil || b.At.IsZero() {
-			continue
-		}
-		if out != nil && !b.At.Before(out.At) {
-			continue
-		}
-		out = &health.RequestBaseline{At: b.At}
-		for _, c := range b.Conditions {
-			out.Conditions = append(out.Conditions, corev1.NodeCondition{Type: c.Type, Status: c.Status, LastTransitionTime: metav1.NewTime(c.LastTransitionTime)})
-		}
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
 // TestRemediationRequest: which request annotations are pending, answered or ignored (and why).
@@ -155,17 +156,17 @@ func TestBaselineRoundTrip(t *testing.T) {
 	ltt := metav1.NewTime(assembleNow.Add(-time.Hour))
 	b := health.RequestBaseline{At: assembleNow, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: ltt}}}
 	later := testCR(t, r.stored, "w1")
-	annotate(&later, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(health.RequestBaseline{At: assembleNow.Add(time.Minute)}))
+	annotate(&later, remediationv1alpha1.RemediationRequestBaselineAnnotation, remediationcr.EncodeBaseline(health.RequestBaseline{At: assembleNow.Add(time.Minute)}))
 	first := testCR(t, r.stored, "w1")
-	annotate(&first, remediationv1alpha1.RemediationRequestBaselineAnnotation, EncodeBaseline(b))
+	annotate(&first, remediationv1alpha1.RemediationRequestBaselineAnnotation, remediationcr.EncodeBaseline(b))
 	broken := testCR(t, r.stored, "w1")
 	annotate(&broken, remediationv1alpha1.RemediationRequestBaselineAnnotation, `{"at":`)
-	got := BaselineOf([]unstructured.Unstructured{later, broken, first})
+	got := remediationcr.BaselineOf([]unstructured.Unstructured{later, broken, first})
 	if got == nil || !got.At.Equal(b.At) || len(got.Conditions) != 1 || got.Conditions[0].Status != corev1.ConditionTrue ||
 		!got.Conditions[0].LastTransitionTime.Equal(&ltt) {
 		t.Fatalf("read back %+v, want %+v", got, b)
 	}
-	if BaselineOf([]unstructured.Unstructured{broken}) != nil {
+	if remediationcr.BaselineOf([]unstructured.Unstructured{broken}) != nil {
 		t.Fatal("a baseline that does not parse counted")
 	}
 }

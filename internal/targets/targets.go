@@ -148,7 +148,7 @@ type Snapshot struct {
 	// one to change it).
 	Nodes []*corev1.Node
 	// Overlaps are the other NodeHealthChecks that select some of Nodes (not gathered when Acting).
-	Overlaps []Overlap
+	Overlaps []health.Overlap
 	// CoveredBy counts, per Cluster API MachineHealthCheck ("namespace/name"), the selected nodes it
 	// covers (they are left to it).
 	CoveredBy map[string]int
@@ -167,6 +167,11 @@ type Snapshot struct {
 	// Orphans are the nodes with CRs of this NodeHealthCheck that it does not select (deleted, or no
 	// longer matched), sorted.
 	Orphans []string
+	// Previous are, by selected node, the NodeHealthCheck's CRs made for an earlier Node object of
+	// that name (created before the node was: the Node was deleted and created again, whether or not
+	// the watch showed it): not the node's remediation. They go as the orphans' go (but for
+	// KeptOrphanCR), and meanwhile count in flight.
+	Previous map[string][]unstructured.Unstructured
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
 	unselected map[string]*corev1.Node
@@ -326,6 +331,9 @@ type owned struct {
 	labelledControlPlane map[string]bool
 	// orphans are the nodes with CRs of ours that the NodeHealthCheck does not select, sorted.
 	orphans []string
+	// previous are, by selected node, our CRs made for an earlier Node object of its name: created
+	// before this one was.
+	previous map[string][]unstructured.Unstructured
 }
 
 // sortByOwner sorts the CRs by owner, for the NodeHealthCheck uid that selects nodes.
@@ -343,13 +351,34 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 			o.elsewhere[node] = name
 		}
 	}
-	selected := map[string]bool{}
+	selected := map[string]*corev1.Node{}
 	for _, n := range nodes {
-		selected[n.Name] = true
+		selected[n.Name] = n
 	}
-	for node := range o.ours {
-		if !selected[node] {
+	for node, crs := range o.ours {
+		n, ok := selected[node]
+		if !ok {
 			o.orphans = append(o.orphans, node)
+			continue
+		}
+		// A Node deleted and created again under the same name (a machine replaced, a node that
+		// registered anew) is another node: a CR created before it was (both times are the API
+		// server's) was made for the earlier one, even where the watch never showed the deletion.
+		var current []unstructured.Unstructured
+		for _, cr := range crs {
+			if cr.GetCreationTimestamp().Time.Before(n.CreationTimestamp.Time) {
+				if o.previous == nil {
+					o.previous = map[string][]unstructured.Unstructured{}
+				}
+				o.previous[node] = append(o.previous[node], cr)
+				continue
+			}
+			current = append(current, cr)
+		}
+		if len(current) == 0 {
+			delete(o.ours, node)
+		} else {
+			o.ours[node] = current
 		}
 	}
 	slices.Sort(o.orphans)
@@ -362,7 +391,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 // table-tested (assemble_test.go).
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
-		CRs: r.crs.ours, Orphans: r.crs.orphans, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
+		CRs: r.crs.ours, Orphans: r.crs.orphans, Previous: r.crs.previous, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
 	s.Problem, s.unknown = r.templateProblem, unknownOf(r)
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
@@ -377,7 +406,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	}
 	if mode != Acting {
 		// Reported in status only; the remediation controller's decisions do not need them.
-		s.Overlaps = Overlaps(r.stored.Name, r.nodes, r.nhcs)
+		s.Overlaps = health.Overlaps(r.stored.Name, r.nodes, r.nhcs)
 	}
 	for _, n := range r.nodes {
 		if mhc := r.verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {
@@ -446,7 +475,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		hn.Requested, hn.RunningRequest, due = s.request(n)
 		s.inputDue = health.Earliest(s.inputDue, due)
 		if !hn.RunningRequest.IsZero() {
-			hn.RequestBaseline = BaselineOf(s.CRs[n.Name])
+			hn.RequestBaseline = remediationcr.BaselineOf(s.CRs[n.Name])
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}

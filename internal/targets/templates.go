@@ -3,13 +3,9 @@ package targets
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -87,28 +83,4 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 		}
 	}
 	return nil, nil
-}
-
-// selectedNodes returns the nodes the NodeHealthCheck's selector selects, sorted by name: from
-// the NodeSource when there is one (the cache's own objects), else listed from c. Read only.
-func (g *Gatherer) selectedNodes(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck) ([]*corev1.Node, error) {
-	sel, err := metav1.LabelSelectorAsSelector(&nhc.Spec.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("parsing selector: %w", err)
-	}
-	if g.Nodes != nil {
-		if nodes, ok := g.Nodes.Selected(nhc, sel); ok {
-			return nodes, nil
-		}
-	}
-	list := &corev1.NodeList{}
-	if err := g.Reader.List(ctx, list, client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	nodes := make([]*corev1.Node, len(list.Items))
-	for i := range list.Items {
-		nodes[i] = &list.Items[i]
-	}
-	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
-	return nodes, nil
 }

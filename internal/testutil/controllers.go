@@ -124,12 +124,17 @@ func (e *ControllerEnv) startManager(beforeStart func(context.Context, client.Cl
 // Restart stops the manager, waits until it has stopped, and starts a new one against the same API
 // server: new caches (every informer lists afresh) and new controllers, whose first reconcile of
 // each NodeHealthCheck comes after the start. This is a leader change: what the old leader held in
-// memory is gone, what it wrote to the API stays. The fake clock is kept.
-func (e *ControllerEnv) Restart() {
+// memory is gone, what it wrote to the API stays. The fake clock is kept. whileStopped, when given,
+// writes what no manager sees happen (it runs before the new one starts).
+func (e *ControllerEnv) Restart(whileStopped ...func(context.Context, client.Client)) {
 	GinkgoHelper()
 	e.cancel()
 	Eventually(e.stopped).WithTimeout(time.Minute).Should(BeClosed(), "the old manager stops")
-	e.startManager(nil)
+	e.startManager(func(ctx context.Context, c client.Client) {
+		for _, f := range whileStopped {
+			f(ctx, c)
+		}
+	})
 }
 
 // Stop stops the manager and the control plane.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/nodeinput"
 	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
@@ -21,7 +22,7 @@ func MachineConfigUpdating(n *corev1.Node) *Signal {
 		return nil
 	}
 	return &Signal{Detector: DetectorMachineConfig, Reason: remediationv1alpha1.ConditionReasonMachineConfigUpdating,
-		Message: fmt.Sprintf("node %s is being updated by the Machine Config Operator (current config %q, desired %q)", n.Name, current, desired),
+		Message: fmt.Sprintf("node %s is being updated by the Machine Config Operator (current config %s, desired %s)", n.Name, nodeinput.Quote(current), nodeinput.Quote(desired)),
 		Object:  &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: n.Name}}
 }
 

@@ -85,6 +85,15 @@ func buildStatus(snap *targets.Snapshot) (remediationv1alpha1.NodeHealthCheckSta
 		remediating = append(remediating, node)
 		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(crs[node], oldEntries[node], stepOrder)})
 	}
+	// CRs made for an earlier Node object of a selected node's name (deleted and created again) are
+	// listed the same way while they exist, unless the node, judged afresh, has its own entry.
+	for _, node := range slices.Sorted(maps.Keys(snap.Previous)) {
+		if slices.ContainsFunc(st.UnhealthyNodes, func(e remediationv1alpha1.UnhealthyNode) bool { return e.Name == node }) {
+			continue
+		}
+		remediating = append(remediating, node)
+		st.UnhealthyNodes = append(st.UnhealthyNodes, remediationv1alpha1.UnhealthyNode{Name: node, Remediations: remediations(snap.Previous[node], oldEntries[node], stepOrder)})
+	}
 	remediating = keepUnreadable(snap, old.UnhealthyNodes, &st.UnhealthyNodes, remediating)
 	slices.SortFunc(st.UnhealthyNodes, func(a, b remediationv1alpha1.UnhealthyNode) int { return strings.Compare(a.Name, b.Name) })
 	st.RemediatingNodes = ptr.To(remediatingNodes(st.UnhealthyNodes))
@@ -261,8 +270,17 @@ func phase(nhc *remediationv1alpha1.NodeHealthCheck, remediating, would []string
 	}
 }
 
-// maxWouldListed bounds the remediations the DryRun condition's message names.
+// maxWouldListed bounds the remediations the DryRun condition's message names, and the nodes the
+// other conditions' messages name.
 const maxWouldListed = 20
+
+// joinBounded joins at most maxWouldListed items with "; ", saying how many more there are.
+func joinBounded(items []string) string {
+	if len(items) > maxWouldListed {
+		return strings.Join(items[:maxWouldListed], "; ") + fmt.Sprintf("; and %d more", len(items)-maxWouldListed)
+	}
+	return strings.Join(items, "; ")
+}
 
 // setDryRunCondition writes DryRun while spec.dryRun is set, naming each node's remediation that
 // would run now (its latest simulated step), and removes it when dry-run is off.
@@ -344,12 +362,8 @@ func setRepairBudgetCondition(conditions *[]metav1.Condition, nhc *remediationv1
 		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeRepairBudgetExhausted)
 		return
 	}
-	total, more := len(held), ""
-	if total > maxWouldListed {
-		held, more = held[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRepairBudgetExhausted, Status: metav1.ConditionTrue,
-		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s%s", total, strings.Join(held, "; "), more),
+		Reason: remediationv1alpha1.ConditionReasonRepairBudgetExhausted, Message: fmt.Sprintf("%d node(s) not remediated: %s", len(held), joinBounded(held)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
@@ -369,12 +383,8 @@ func setStalledCondition(conditions *[]metav1.Condition, nhc *remediationv1alpha
 			reason = remediationv1alpha1.ConditionReasonStepsExhausted
 		}
 	}
-	total, more := len(why), ""
-	if total > maxWouldListed {
-		why, more = why[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeRemediationsStalled, Status: metav1.ConditionTrue,
-		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s%s", total, strings.Join(why, "; "), more),
+		Reason: reason, Message: fmt.Sprintf("%d node(s) need attention, and hold no maxInFlight slot: %s", len(why), joinBounded(why)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
@@ -392,14 +402,10 @@ func setUntrustedTimesCondition(conditions *[]metav1.Condition, nhc *remediation
 		meta.RemoveStatusCondition(conditions, remediationv1alpha1.ConditionTypeConditionTimesUntrusted)
 		return
 	}
-	total, more := len(which), ""
-	if total > maxWouldListed {
-		which, more = which[:maxWouldListed], fmt.Sprintf("; and %d more", total-maxWouldListed)
-	}
 	meta.SetStatusCondition(conditions, metav1.Condition{Type: remediationv1alpha1.ConditionTypeConditionTimesUntrusted, Status: metav1.ConditionTrue,
 		Reason: remediationv1alpha1.ConditionReasonClockOffConditionWriter,
 		Message: fmt.Sprintf("%d condition(s) report a lastTransitionTime the operator does not trust (its writer's clock is off by more than the clock-skew bound, or it was dated before the change): "+
-			"each counts from when the operator saw it change: %s%s", total, strings.Join(which, "; "), more),
+			"each counts from when the operator saw it change: %s", len(which), joinBounded(which)),
 		ObservedGeneration: nhc.Generation, LastTransitionTime: metav1.Time{Time: now}})
 }
 
@@ -565,7 +571,7 @@ func repairHistory(nodes []*corev1.Node, repairs map[string][]time.Time) []remed
 const maxOverlapsNamed = 10
 
 // overlapMessage says which other NodeHealthChecks select some of the same nodes, and what follows.
-func overlapMessage(overlaps []targets.Overlap) string {
+func overlapMessage(overlaps []health.Overlap) string {
 	parts := make([]string, 0, min(len(overlaps), maxOverlapsNamed)+1)
 	for _, o := range overlaps[:min(len(overlaps), maxOverlapsNamed)] {
 		parts = append(parts, fmt.Sprintf("%s (%d node(s))", o.NHC, o.Nodes))

@@ -7,6 +7,14 @@
 // and removes orphaned CRs of nodes that were deleted or are no longer selected (except while a
 // remediator says it deletes the node for good).
 //
+// Files by capability: controller.go reconciles (gather, decide, act on each node's decision);
+// start.go starts a remediation (control-plane nodes one at a time); escalate.go escalates a running
+// one and flags old CRs; create.go builds and creates a CR and records the request it answers;
+// cleanup.go deletes CRs (recovered, orphaned, made for an earlier Node of the name); lease.go holds
+// and releases node leases; report.go emits events, each reported once where it would repeat;
+// memory.go is the controller's own record of its writes and reports, pruned with nodes and
+// NodeHealthChecks.
+//
 // Events, on the NodeHealthCheck (reasons declared in api/v1alpha1/events.go):
 //   - RemediationCreated, RemediationRemoved: a CR created, deleted (the public operator's reasons);
 //   - RemediationSkipped: a start or an escalation held back (another party's node lease, the etcd

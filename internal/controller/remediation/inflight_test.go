@@ -1,6 +1,7 @@
 package remediation_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -79,16 +80,19 @@ var _ = Describe("spec.skipNodesBeingRemoved", func() {
 	})
 })
 
+// inZone sets the node's topology.kubernetes.io/zone label (as its kubelet may) and returns it.
+func inZone(ctx context.Context, n *corev1.Node, z string) *corev1.Node {
+	GinkgoHelper()
+	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
+	n.Labels["topology.kubernetes.io/zone"] = z
+	Expect(e.K8s.Update(ctx, n)).To(Succeed())
+	return n
+}
+
 var _ = Describe("spec.failureDomain", func() {
 	It("starts no remediation in a zone that lost more nodes than its bound, while the other zones go on", func(ctx SpecContext) {
 		group := e.Unique("g")
-		zone := func(n *corev1.Node, z string) *corev1.Node {
-			GinkgoHelper()
-			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-			n.Labels["topology.kubernetes.io/zone"] = z
-			Expect(e.K8s.Update(ctx, n)).To(Succeed())
-			return n
-		}
+		zone := func(n *corev1.Node, z string) *corev1.Node { return inZone(ctx, n, z) }
 		var a, b []*corev1.Node
 		for range 3 {
 			a = append(a, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "a"))
@@ -135,13 +139,7 @@ var _ = Describe("spec.failureDomain, against a node that moves", func() {
 	It("counts a failing node that changes its own zone label in both zones: it escapes nothing, and holds the zone it joined", func(ctx SpecContext) {
 		const key = "topology.kubernetes.io/zone"
 		group := e.Unique("g")
-		zone := func(n *corev1.Node, z string) *corev1.Node {
-			GinkgoHelper()
-			Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
-			n.Labels[key] = z
-			Expect(e.K8s.Update(ctx, n)).To(Succeed())
-			return n
-		}
+		zone := func(n *corev1.Node, z string) *corev1.Node { return inZone(ctx, n, z) }
 		var a, b []*corev1.Node
 		for range 3 {
 			a = append(a, zone(e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour), "a"))

@@ -296,3 +296,21 @@ func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 	}
 	return c, nil
 }
+
+// getLease reads the node's lease; nil when there is none. fresh reads around the cache, otherwise
+// the lease cache is read.
+func (r *Reconciler) getLease(ctx context.Context, node string, fresh bool) (*coordinationv1.Lease, error) {
+	reader := r.leaseReader()
+	if fresh {
+		reader = r.reader()
+	}
+	lease := &coordinationv1.Lease{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: nodelease.Name(node)}, lease)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("getting lease of node %s: %w", node, err)
+	}
+	return lease, nil
+}

@@ -26,8 +26,8 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/openshift"
-	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/templateaccess"
 )
 
@@ -332,7 +332,7 @@ func overlapWarnings(ctx context.Context, c client.Reader, nhc *remediationv1alp
 	for i := range nodes.Items {
 		selected[i] = &nodes.Items[i]
 	}
-	overlaps := targets.Overlaps(nhc.Name, selected, others.Items)
+	overlaps := health.Overlaps(nhc.Name, selected, others.Items)
 	for _, o := range overlaps[:min(len(overlaps), maxOverlapWarnings)] {
 		warnings = append(warnings, fmt.Sprintf("spec.selector: NodeHealthCheck %s selects %d of the %d node(s) this one selects; "+
 			"a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile", o.NHC, o.Nodes, len(nodes.Items)))

@@ -1,4 +1,4 @@
-package targets
+package health
 
 import (
 	"fmt"

@@ -1,0 +1,113 @@
+package remediation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
+)
+
+// releaseConfirmation removes the manually-confirmed-healthy annotation from a node whose
+// remediation is being cleared, so the next remediation of the node gets its delay again.
+func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) error {
+	node := &corev1.Node{}
+	if err := r.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, ok := node.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]; !ok {
+		return nil
+	}
+	if err := remediationcr.PatchAnnotation(ctx, r.Client, node, remediationv1alpha1.ManuallyConfirmedHealthyAnnotation, nil); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removing the manual confirmation from node %s: %w", nodeName, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Removed manual confirmation", "node", nodeName)
+	return nil
+}
+
+// deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
+// shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
+// each delete reported once (a CR found gone already is not reported again).
+func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
+	var errs []error
+	now := r.Wall.Now()
+	for i := range crs {
+		cr := &crs[i]
+		if !cr.GetDeletionTimestamp().IsZero() {
+			continue // being deleted; the remediator's finalizer decides when it is gone
+		}
+		if r.memory.made(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now) {
+			continue // deleted by an earlier look; the cache does not show it yet
+		}
+		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
+		if apierrors.IsNotFound(err) {
+			r.targets.Forget(cr.GetUID())
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
+			continue
+		}
+		r.memory.record(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now)
+		r.targets.Forget(cr.GetUID())
+		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
+		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+	}
+	return errors.Join(errs...)
+}
+
+// deletePrevious deletes the CRs made for an earlier Node object of the node's name (Snapshot.Previous:
+// the Node was deleted and created again), but those whose remediator is replacing the machine
+// (targets.KeptOrphanCR): they are no remediation of this node, which is judged afresh. The node's
+// lease goes with them when no remediation of the node runs or starts.
+func (r *Reconciler) deletePrevious(ctx context.Context, snap *targets.Snapshot, node string) error {
+	var gone []unstructured.Unstructured
+	kept := false
+	for _, cr := range snap.Previous[node] {
+		if targets.KeptOrphanCR(&cr) {
+			kept = true
+			continue
+		}
+		gone = append(gone, cr)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	err := r.deleteAll(ctx, snap.Stored, node, gone, "it was made for an earlier Node of that name, which was deleted and created again")
+	if d, listed := snap.Node(node); err != nil || kept || len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation) {
+		return err
+	}
+	return r.release(ctx, snap, node)
+}
+
+// deleteOrphans deletes the CRs of a node the NodeHealthCheck does not select (deleted, or no
+// longer matched, as the cache shows it now), except CRs whose remediator deletes the node for good
+// and is not done yet.
+func (r *Reconciler) deleteOrphans(ctx context.Context, snap *targets.Snapshot, node string) error {
+	var orphans []unstructured.Unstructured
+	for _, cr := range snap.CRs[node] {
+		if remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected) == metav1.ConditionTrue &&
+			remediationcr.Condition(&cr, remediationv1alpha1.RemediationConditionSucceeded) != metav1.ConditionTrue {
+			continue // targets.KeptOrphanCR: its remediator deletes the node for good and is not done
+		}
+		orphans = append(orphans, cr)
+	}
+	if len(orphans) == 0 {
+		return nil
+	}
+	if err := r.answerRequests(ctx, snap, node, orphans); err != nil {
+		return err
+	}
+	return r.deleteAll(ctx, snap.Stored, node, orphans, "the node is gone or no longer selected")
+}
