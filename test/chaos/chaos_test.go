@@ -105,16 +105,9 @@ const defaultSteps = 60
 
 // knownBroken are the invariants the operator is known to break, and how: a run logs their
 // violations (KNOWN) and goes on, unless CHAOS_KNOWN says otherwise. Each is a bug to fix in the
-// operator; its entry goes with the fix.
-var knownBroken = map[string]string{
-	// TODO(issue 33.10): a Node deleted and created again under the same name while the managers'
-	// watch misses the deletion (make chaos CHAOS_SCRIPT='fail w01 False; clock 30s; drop-watches +
-	// delete w01 + recreate w01 Unknown; clock 5s; clock 5s; clock 30s') keeps the old object's CR as
-	// the new node's remediation and escalates it (esc-2 on the new node, its first step skipped):
-	// the remediation controller does not compare the node's creationTimestamp with its CRs', as
-	// the outcome derivation does (NodeDeleted: "the new one gets its own remediation").
-	invReplaced: "the CRs of a node's previous object are kept, and escalated, when the watch missed the deletion",
-}
+// operator; its entry goes with the fix. None is known now (replaced-node-is-new, the last, was
+// fixed in 5d256f3).
+var knownBroken = map[string]string{}
 
 // options are a run's settings.
 type options struct {
