@@ -862,6 +862,21 @@ func TestCheckerInFlight(t *testing.T) {
 	})
 	h.cr("w02", "workers", 10)
 	expect(t, h.check())
+
+	// A remediation whose steps are exhausted (its last CR failed) holds no slot, though its node is
+	// still down and its CRs are kept.
+	h = newHistory(t)
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.MaxInFlight = &one
+		h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		h.fail(s, "w02", corev1.ConditionFalse, time.Hour)
+	})
+	exhausted := h.cr("w01", "workers", 10)
+	expect(t, h.check())
+	h.step(nil)
+	exhausted.Failed = h.rv - 90
+	h.cr("w02", "workers", 20)
+	expect(t, h.check())
 }
 
 func TestCheckerFailureDomain(t *testing.T) {
@@ -952,13 +967,23 @@ func TestCheckerRemoval(t *testing.T) {
 			})
 		}
 	}
-	t.Run("a start within the hold", func(t *testing.T) {
+	for _, how := range []string{"autoscaler", "karpenter", "deletion"} {
+		t.Run("a start within the hold: "+how, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(removed(how, 29*time.Minute))
+			expect(t, h.check())
+			h.step(nil)
+			h.cr("w01", "workers", 10)
+			expect(t, h.check(), invRemoval)
+		})
+	}
+	t.Run("a start in the step that gave the removal up (cache lag)", func(t *testing.T) {
 		h := newHistory(t)
-		h.step(removed("autoscaler", 29*time.Minute))
+		h.step(removed("autoscaler", time.Minute))
 		expect(t, h.check())
-		h.step(nil)
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.RemovedBy, n.RemovalSince = "", time.Time{} }) })
 		h.cr("w01", "workers", 10)
-		expect(t, h.check(), invRemoval)
+		expect(t, h.check())
 	})
 	t.Run("a start after the hold", func(t *testing.T) {
 		h := newHistory(t)
@@ -1062,6 +1087,34 @@ func TestCheckerRequests(t *testing.T) {
 		h.requestCR("w01", "workers", at, 10)
 		expect(t, h.check(), invRequestOnce)
 	})
+	t.Run("a later request answered again", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		c := h.requestCR("w01", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w01", "now") })
+		h.requestCR("w01", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+	})
+	t.Run("a request within the threshold's headroom", func(t *testing.T) {
+		// workers: 6 of 9 must stay healthy; w01 and w02 are down and remediated, w04..w09 stay.
+		h := newHistory(t)
+		h.step(func(s *state) {
+			for _, n := range []string{"w01", "w02"} {
+				h.fail(s, n, corev1.ConditionFalse, time.Hour)
+			}
+		})
+		for i, n := range []string{"w01", "w02"} {
+			h.cr(n, "workers", uint64(10+i))
+		}
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w03", "now") })
+		h.requestCR("w03", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+	})
 	t.Run("a request beyond the threshold's headroom", func(t *testing.T) {
 		// workers: 6 of 9 must stay healthy; w01..w03 are down and remediated.
 		h := newHistory(t)
@@ -1089,6 +1142,18 @@ func TestCheckerRequests(t *testing.T) {
 		h.step(func(s *state) { request(s, "w02", "now") })
 		h.requestCR("w02", "workers", h.cur.Now, 10)
 		expect(t, h.check(), invRequestWaits)
+	})
+	t.Run("a request with a slot left beside a node that is down", func(t *testing.T) {
+		two := intstr.FromInt32(2)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &two
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w02", "now") })
+		h.requestCR("w02", "workers", h.cur.Now, 10)
+		expect(t, h.check())
 	})
 	t.Run("a request owed, and kept while it runs on a healthy node", func(t *testing.T) {
 		h := newHistory(t)
@@ -1163,6 +1228,18 @@ func TestCheckerReplacedNode(t *testing.T) {
 		h.cr("w01", "workers", 70).CreatedAt = h.cur.Now
 		expect(t, h.check())
 	})
+	t.Run("the new node's own remediation escalated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		c.Deleted = h.rv - 60
+		own := h.cr("w01", "workers", 70)
+		own.CreatedAt = h.cur.Now
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		own.TimedOut = h.rv - 60
+		h.crOf("w01", "workers", "esc-2", 70)
+		expect(t, h.check())
+	})
 }
 
 func TestCheckerUnknownKind(t *testing.T) {
@@ -1199,6 +1276,20 @@ func TestCheckerUnknownKind(t *testing.T) {
 		h.step(nil)
 		h.cr("w08", "pool-b", 10)
 		expect(t, h.check(lease), invUnknown, invOneNHC)
+	})
+	t.Run("a leader that read the kind before it went down may release the lease", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			templateConfigs[8].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 8
+			h.fail(s, "w08", corev1.ConditionFalse, time.Hour)
+		})
+		h.cr("w08", "workers", 10).Kind = convKind
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvDown, s.ConvLeases = true, map[string]leaseInfo{"w08": lease} })
+		expect(t, h.check(lease))
+		h.step(nil)
+		expect(t, h.checkSnapshot(snapshot{Settled: true}))
 	})
 	t.Run("the CR and its lease may go once the kind is read again", func(t *testing.T) {
 		h, c := blind(t)
