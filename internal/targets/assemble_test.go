@@ -301,11 +301,15 @@ func TestSortByOwnerPrevious(t *testing.T) {
 		at("w1", recreated.Add(-time.Hour)),                      // made for the earlier w1
 		at("w2", recreated.Add(-time.Hour)),                      // w2 was not recreated: created before both
 		at("w3", recreated.Add(-time.Hour)), at("w3", recreated), // one of each; same second counts as current
+		at("w4", recreated.Add(-time.Hour)), // its remediator replaces the machine: the new w4 is what it makes
+	}
+	if err := unstructured.SetNestedSlice(crs[4].Object, []any{map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True"}}, "status", "conditions"); err != nil {
+		t.Fatal(err)
 	}
 	node := func(name string, created time.Time) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
 	}
-	o := sortByOwner(crs, ours.UID, []*corev1.Node{node("w1", recreated), node("w2", recreated.Add(-2*time.Hour)), node("w3", recreated)})
+	o := sortByOwner(crs, ours.UID, []*corev1.Node{node("w1", recreated), node("w2", recreated.Add(-2*time.Hour)), node("w3", recreated), node("w4", recreated)})
 	if _, ok := o.ours["w1"]; ok || len(o.previous["w1"]) != 1 {
 		t.Errorf("w1: ours %v, previous %v: want the CR as previous only", o.ours["w1"], o.previous["w1"])
 	}
@@ -314,6 +318,9 @@ func TestSortByOwnerPrevious(t *testing.T) {
 	}
 	if len(o.ours["w3"]) != 1 || len(o.previous["w3"]) != 1 || !o.ours["w3"][0].GetCreationTimestamp().Time.Equal(recreated) {
 		t.Errorf("w3: ours %v, previous %v: want one of each", o.ours["w3"], o.previous["w3"])
+	}
+	if len(o.ours["w4"]) != 1 || len(o.previous["w4"]) != 0 {
+		t.Errorf("w4: ours %v, previous %v: want the machine's replacement as the node's remediation", o.ours["w4"], o.previous["w4"])
 	}
 	if len(o.orphans) != 0 {
 		t.Errorf("orphans %v: want none, every node is selected", o.orphans)

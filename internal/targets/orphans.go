@@ -36,18 +36,13 @@ func KeptOrphanCR(cr *unstructured.Unstructured) bool {
 // (KeepsOrphans, KeptOrphanCR): their remediation is still in flight (a machine being replaced).
 func (s *Snapshot) inFlightUnselected() int {
 	n := 0
-	kept := func(crs []unstructured.Unstructured) bool {
-		return s.KeepsOrphans() || slices.ContainsFunc(crs, func(cr unstructured.Unstructured) bool { return KeptOrphanCR(&cr) })
-	}
 	for _, node := range s.Orphans {
-		if kept(s.CRs[node]) {
+		if s.KeepsOrphans() || slices.ContainsFunc(s.CRs[node], func(cr unstructured.Unstructured) bool { return KeptOrphanCR(&cr) }) {
 			n++
 		}
 	}
-	for _, crs := range s.Previous {
-		if kept(crs) {
-			n++
-		}
+	if s.KeepsOrphans() {
+		n += len(s.Previous) // kept while paused, as orphans are
 	}
 	return n
 }

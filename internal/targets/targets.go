@@ -169,8 +169,8 @@ type Snapshot struct {
 	Orphans []string
 	// Previous are, by selected node, the NodeHealthCheck's CRs made for an earlier Node object of
 	// that name (created before the node was: the Node was deleted and created again, whether or not
-	// the watch showed it): not the node's remediation. They go as the orphans' go (but for
-	// KeptOrphanCR), and meanwhile count in flight.
+	// the watch showed it), but those of a remediator replacing the machine (KeptOrphanCR, the
+	// node's remediation still): not the node's remediation. They are deleted as orphans are.
 	Previous map[string][]unstructured.Unstructured
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
@@ -361,12 +361,15 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 			o.orphans = append(o.orphans, node)
 			continue
 		}
-		// A Node deleted and created again under the same name (a machine replaced, a node that
-		// registered anew) is another node: a CR created before it was (both times are the API
-		// server's) was made for the earlier one, even where the watch never showed the deletion.
+		// A Node deleted and created again under the same name (a node that registered anew) is
+		// another node: a CR created before it was (both times are the API server's) was made for the
+		// earlier one, even where the watch never showed the deletion. But for a CR whose remediator
+		// replaces the machine (KeptOrphanCR): the new Node is what it makes, and the CR goes on as
+		// the node's remediation (removed once the node is healthy: NodeReplaced), as the public
+		// operator, which compares names only, treats every CR.
 		var current []unstructured.Unstructured
 		for _, cr := range crs {
-			if cr.GetCreationTimestamp().Time.Before(n.CreationTimestamp.Time) {
+			if created := cr.GetCreationTimestamp().Time; !created.IsZero() && created.Before(n.CreationTimestamp.Time) && !KeptOrphanCR(&cr) {
 				if o.previous == nil {
 					o.previous = map[string][]unstructured.Unstructured{}
 				}

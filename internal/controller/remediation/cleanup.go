@@ -68,24 +68,11 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 }
 
 // deletePrevious deletes the CRs made for an earlier Node object of the node's name (Snapshot.Previous:
-// the Node was deleted and created again), but those whose remediator is replacing the machine
-// (targets.KeptOrphanCR): they are no remediation of this node, which is judged afresh. The node's
-// lease goes with them when no remediation of the node runs or starts.
+// the Node was deleted and created again): they are no remediation of this node, which is judged
+// afresh. The node's lease goes with them when no remediation of the node runs or starts.
 func (r *Reconciler) deletePrevious(ctx context.Context, snap *targets.Snapshot, node string) error {
-	var gone []unstructured.Unstructured
-	kept := false
-	for _, cr := range snap.Previous[node] {
-		if targets.KeptOrphanCR(&cr) {
-			kept = true
-			continue
-		}
-		gone = append(gone, cr)
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	err := r.deleteAll(ctx, snap.Stored, node, gone, "it was made for an earlier Node of that name, which was deleted and created again")
-	if d, listed := snap.Node(node); err != nil || kept || len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation) {
+	err := r.deleteAll(ctx, snap.Stored, node, snap.Previous[node], "it was made for an earlier Node of that name, which was deleted and created again")
+	if d, listed := snap.Node(node); err != nil || len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation) {
 		return err
 	}
 	return r.release(ctx, snap, node)

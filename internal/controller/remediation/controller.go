@@ -14,7 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -339,7 +338,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	act(time.Time{}, r.releaseLeftLeases(ctx, stored, func(node string) bool {
 		d, listed := snap.Node(node)
 		return len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation && !snap.DryRun()) || snap.LeaseUnknown(node) != "" ||
-			slices.ContainsFunc(snap.Previous[node], func(cr unstructured.Unstructured) bool { return targets.KeptOrphanCR(&cr) })
+			(snap.KeepsOrphans() && len(snap.Previous[node]) > 0)
 	}))
 	// Counted once everything decided is done (or failed), so a reader of the count sees the
 	// decision's writes.

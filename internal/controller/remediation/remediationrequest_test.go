@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -76,6 +77,7 @@ var _ = Describe("Remediation requests (spec.allowRemediationRequests)", func() 
 		var out bytes.Buffer
 		Expect(explain.Node(ctx, e.K8s, asked.Name, explainOptions(), &out)).To(Succeed())
 		Expect(out.String()).To(ContainSubstring("remediation request: at %s; the node counts as unhealthy until a remediation answers it", value))
+		Expect(out.String()).To(MatchRegexp(`health: unhealthy since \S+ \(remediation requested at %s`, regexp.QuoteMeta(value)), "the decision's verdict, not the conditions' (healthy)")
 
 		By("the node's conditions stay healthy: the CR is not removed as recovered")
 		e.RemediationDecided(ctx, n)

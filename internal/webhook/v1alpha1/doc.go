@@ -17,4 +17,9 @@
 // validator refuses every update and delete of it, as it cannot decode the old object; here an update
 // is validated on its own, without the rules that compare it with the stored version, and a delete is
 // allowed, each with a warning that names the object and what did not decode.
+//
+// Files: nodehealthcheck_webhook.go is the typed admission (setup, defaulting, the Validator's
+// create, update and delete); validation.go the pure rules; undecodable.go the handler for stored
+// objects that do not decode; lookups.go what admission reads from the cluster (templates, the
+// control-plane topology, overlapping selectors) through the manager's cache.
 package v1alpha1
