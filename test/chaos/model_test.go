@@ -86,8 +86,9 @@ type node struct {
 	// fake time for Karpenter (the earliest the operator can have seen it).
 	RemovedBy    string
 	RemovalSince time.Time
-	// Writes counts the driver's writes of the node's Ready condition (and its creations): a
-	// remediation that answers a request of a healthy node lasts until its conditions change.
+	// Writes counts the driver's writes that changed the node's Ready condition, its status or time
+	// (and its creations): a remediation that answers a request of a healthy node lasts until its
+	// conditions change.
 	Writes int
 	// Request is the kind of the node's remediation request the driver wrote last ("": none):
 	// "now" (dated now), "ahead" (5s ahead, within the clock-skew bound: it waits for its time),

@@ -128,9 +128,13 @@ func (w *world) writeReady(ctx context.Context, name string, status corev1.Condi
 	if n.Ready == corev1.ConditionTrue && status != corev1.ConditionTrue {
 		n.Failures++
 	}
+	if n.Ready != status || !n.Since.Equal(since) {
+		// A write of the status and time the node has already (a script's fix of a healthy node
+		// within the second it was written) changes nothing the operator can see.
+		n.Writes++
+	}
 	n.Ready, n.Since = status, since
 	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
-	n.Writes++
 	w.cur.Nodes[name] = n
 	return nil
 }
