@@ -105,7 +105,9 @@ const (
 	// its old object (created before the new one's creationTimestamp, in an earlier second) are not
 	// its remediation. None of them is live at a settled check after the step that created the new
 	// object (they go as a deleted node's do; docs/compatibility.md's outcomes: "the new one gets its
-	// own remediation"), and no next step escalates them onto it (reported when created).
+	// own remediation"), and no next step escalates them onto it (reported when created). The
+	// remediators of this world never replace a machine: a CR that says it does
+	// (PermanentNodeDeletionExpected, targets.KeptOrphanCR) stays the new node's remediation.
 	invReplaced = "replaced-node-is-new"
 	// invUnknown: unknown is not free. While conv-1's kind cannot be read and the leader changed since
 	// it could (a new leader never read it), throughout the step: every node lease the owner of a
