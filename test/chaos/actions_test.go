@@ -128,9 +128,10 @@ var kinds = []moveKind{
 		return w.nodeMove("recreate", func(n node) bool { return !n.Exists }, "")
 	}},
 	// Issue 33: a Node deleted and created again under the same name at once (a machine replaced,
-	// the new one registering healthy or not ready): a burst of delete and recreate, so that the
-	// controllers may never see the node gone.
-	{"replace", "delete <node> + recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
+	// the new one registering healthy or not ready) while the managers' watches are cut: a burst of
+	// drop-watches, delete and recreate, so that the controllers never see the node gone (their
+	// informers list again once the new one is there). Without the cut, a watch shows the deletion.
+	{"replace", "drop-watches + delete <node> + recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
 		m, ok := w.nodeMove("replace", isWorker, pick(w, []corev1.ConditionStatus{"", corev1.ConditionUnknown, corev1.ConditionFalse}))
 		return m, ok
 	}},

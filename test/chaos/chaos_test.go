@@ -395,8 +395,9 @@ func (w *world) step(ctx context.Context, s int, script [][]move) (string, error
 				count = m.Count
 				m = w.randomMove(true)
 			case "replace":
-				planned = []move{{Kind: "delete", Nodes: m.Nodes, Chosen: "replace"}, {Kind: "recreate", Nodes: m.Nodes, Status: m.Status, Chosen: "replace"}}
-				count, m = 2, planned[0]
+				planned = []move{{Kind: "drop-watches", Chosen: "replace"}, {Kind: "delete", Nodes: m.Nodes, Chosen: "replace"},
+					{Kind: "recreate", Nodes: m.Nodes, Status: m.Status, Chosen: "replace"}}
+				count, m = len(planned), planned[0]
 			}
 		}
 		if i > 0 {
