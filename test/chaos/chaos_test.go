@@ -42,8 +42,10 @@ import (
 //	CHAOS_LOG       a file for the managers' logs (otherwise they are discarded)
 //
 // The short run's seeds: their first 60 steps make, together, every kind of move (see kinds in
-// actions_test.go), among them a leader killed right after a CR create, watches dropped and an API
-// server restarted within bursts, and CRs of a node that claims another node's Machine.
+// actions_test.go) but forge-handled, which the script hostile-nodes-broken-neighbours makes; among
+// them a leader killed right after a CR create, watches dropped and an API server restarted within
+// bursts, a conversion webhook down, a node replaced while the watches were cut, and CRs of a node
+// that claims another node's Machine.
 var defaultSeeds = []uint64{1, 2, 18}
 
 // defaultScripts are the histories the short run plays besides its seeds, for what 60 random steps
@@ -67,23 +69,23 @@ var defaultScripts = []struct {
 		}
 		return ""
 	}},
-	// Issue 33: a remediation of a kind whose conversion webhook goes down, across a leader change:
-	// the new leader cannot read the kind; pool-b, which selects the node too, must not start once
-	// workers' lease expired, and the lease stays.
-	{"kind-unreadable", "pause pool-b; template workers 8; fail w08 False; clock 30s; resume pool-b; clock 5s; conversion off; leader-change; " +
-		"clock 5s; clock 12m; clock 5s; conversion on; clock 5s", func(st checkerStats) string {
-		if st.unknownHeld == 0 {
-			return "no CR of an unreadable kind was seen running with its lease while the leader could not read the kind"
-		}
-		return ""
-	}},
-	// Issue 33: a failure a slow writer dated back (remediated only 30s after it was written), a
-	// removal whose hold ended (the autoscaler began 40 minutes ago) and one that holds (Karpenter's),
-	// and a request that waits for a node really down under maxInFlight, then starts.
-	{"slow-writer-removal-request", "clock 2m; slow w01 Unknown 45s; clock 5s; clock 30s; remove w02 autoscaler-old; remove w03 karpenter; " +
-		"mass-failure False w02,w03; clock 30s; clock 5s; fix w01; fix w02; fix w03; clock 1m; in-flight workers 1; fail w04 False + request w05 ahead; " +
+	// Issue 33, hostile nodes and broken neighbours, in one history (one control plane: each costs
+	// some 15s to start and stop). First a remediation of a kind whose conversion webhook goes down,
+	// across a leader change: the new leader cannot read the kind; pool-b, which selects the node
+	// too, must not start once workers' lease expired, and the lease stays. Then, with the kind back,
+	// the node fixed and workers' templates as they were: a failure a slow writer dated back
+	// (remediated only 30s after it was written), a removal whose hold ended (the autoscaler began 40
+	// minutes ago) and one that holds (Karpenter's), and a request that waits for a node really down
+	// under maxInFlight, then starts (its node's kubelet forged the record of requests answered an
+	// hour ahead, which must not answer it).
+	{"hostile-nodes-broken-neighbours", "pause pool-b; template workers 8; fail w08 False; clock 30s; resume pool-b; clock 5s; conversion off; leader-change; " +
+		"clock 5s; clock 12m; clock 5s; conversion on; clock 5s; fix w08; clock 5s; template workers 3; " +
+		"clock 2m; slow w01 Unknown 45s; clock 5s; clock 30s; remove w02 autoscaler-old; remove w03 karpenter; " +
+		"mass-failure False w02,w03; clock 30s; clock 5s; fix w01; fix w02; fix w03; clock 1m; forge-handled w05; in-flight workers 1; fail w04 False + request w05 ahead; " +
 		"clock 30s; clock 5s; fix w04; clock 5s; clock 5s", func(st checkerStats) string {
 		switch {
+		case st.unknownHeld == 0:
+			return "no CR of an unreadable kind was seen running with its lease while the leader could not read the kind"
 		case st.backdatedHeld == 0:
 			return "no failure dated back waited for its duration since it was written"
 		case st.removalHeld == 0 || st.removalOver == 0:
