@@ -35,19 +35,7 @@ const maxDeadline = 2 * time.Minute
 // it passes, minutes into a blocked reconcile, so this checks how each controller is built instead,
 // from the controller-runtime controller itself.
 func TestEveryControllerHasADeadline(t *testing.T) {
-	if err := testutil.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
-	env := testutil.NewEnvironment(nil, false)
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Log(err)
-		}
-	}()
+	cfg := testutil.StartControlPlane(t)
 	opts := ctrl.Options{Scheme: testutil.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: config.Controller{SkipNameValidation: new(true)}}
 	controller.ConfigureManager(&opts)

@@ -91,6 +91,29 @@ type Escalation struct {
 	// Overdue is true when the running step (or a stale CR) is over because it ran for
 	// lease.Overdue of its step: the remediator is stuck.
 	Overdue bool
+	// staleLease is the lease of a node that only stale CRs hold (Lease).
+	staleLease LeaseTerm
+}
+
+// LeaseTerm is how long a node's lease is held for its remediation, and from when the step it is
+// held for counts (lease.Overdue is measured from there).
+type LeaseTerm struct {
+	For  time.Duration
+	From time.Time
+}
+
+// Lease is the node's lease for the remediation as it runs from now on: the next step's, from now,
+// when one starts; else the running step's, from its start; else, while only CRs of steps the spec
+// no longer has run, the longest step's from the first of them. Zero when nothing runs. (A caller
+// that holds the next step back, as dry-run does, clears Next first.)
+func (e Escalation) Lease(now time.Time) LeaseTerm {
+	switch {
+	case e.Next != nil:
+		return LeaseTerm{lease.Duration(e.Next.Timeout), now}
+	case e.Current != nil:
+		return LeaseTerm{lease.Duration(e.Current.Timeout), e.Started}
+	}
+	return e.staleLease
 }
 
 // Due reports whether the escalation acts now: it times a CR out or starts the next step.
@@ -204,6 +227,7 @@ func escalateStale(in EscalationInput, sorted []Step, stale []int, current, cr i
 		if e.Held {
 			e.Deadline = time.Time{} // the caller looks again when the node is unhealthy
 		}
+		e.staleLease = LeaseTerm{lease.Duration(longest), in.CRs[e.Stale[0]].Created}
 		return e
 	}
 	// Every stale CR is over now: mark them, and escalation goes on as if they had been marked.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/medik8s/node-healthcheck/internal/lease"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -151,5 +153,31 @@ func TestEarliest(t *testing.T) {
 	}
 	if got := Earliest(time.Time{}, now.Add(time.Minute), now, time.Time{}); !got.Equal(now) {
 		t.Errorf("got %v", got)
+	}
+}
+
+// TestEscalationLease checks the lease the escalation carries: the next step's from now, the
+// running step's from its start (also once the next step is held back), the longest step's from
+// the first stale CR while only stale CRs run, and none before anything runs.
+func TestEscalationLease(t *testing.T) {
+	steps := []Step{{StepKey: StepKey{"ATemplate", "a"}, Order: 0, Timeout: 10 * time.Minute}, {StepKey: StepKey{"BTemplate", "b"}, Order: 1, Timeout: time.Hour}}
+	escalating := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: steps[0].StepKey, Created: now.Add(-11 * time.Minute)}}, Now: now, Unhealthy: true})
+	if got, want := escalating.Lease(now), (LeaseTerm{lease.Duration(time.Hour), now}); got != want {
+		t.Errorf("escalating: %+v, want the next step's %+v", got, want)
+	}
+	escalating.Next = nil // held back (dry-run)
+	if got, want := escalating.Lease(now), (LeaseTerm{lease.Duration(10 * time.Minute), now.Add(-11 * time.Minute)}); got != want {
+		t.Errorf("escalation held back: %+v, want the running step's %+v", got, want)
+	}
+	running := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: steps[0].StepKey, Created: now.Add(-time.Minute)}}, Now: now, Unhealthy: true})
+	if got, want := running.Lease(now), (LeaseTerm{lease.Duration(10 * time.Minute), now.Add(-time.Minute)}); got != want {
+		t.Errorf("running: %+v, want %+v", got, want)
+	}
+	stale := Escalate(EscalationInput{Steps: steps, CRs: []StepCR{{StepKey: StepKey{"XTemplate", "x"}, Created: now.Add(-5 * time.Minute)}}, Now: now, Unhealthy: true})
+	if got, want := stale.Lease(now), (LeaseTerm{lease.Duration(time.Hour), now.Add(-5 * time.Minute)}); got != want || len(stale.Stale) != 1 {
+		t.Errorf("only a stale CR: %+v (stale %v), want the longest step's from its creation %+v", got, stale.Stale, want)
+	}
+	if got := (Escalation{}).Lease(now); got != (LeaseTerm{}) {
+		t.Errorf("nothing runs: %+v, want none", got)
 	}
 }

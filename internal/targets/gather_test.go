@@ -7,9 +7,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
@@ -19,19 +21,7 @@ import (
 // the control-plane node another NodeHealthCheck remediates, the template problem; and a selector
 // that does not parse, for which no node is read.
 func TestRead(t *testing.T) {
-	if err := testutil.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
-	env := testutil.NewEnvironment(nil, false)
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Log(err)
-		}
-	}()
+	cfg := testutil.StartControlPlane(t)
 	scheme := testutil.Scheme()
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -110,6 +100,57 @@ func TestRead(t *testing.T) {
 		t.Errorf("the node that is gone was not looked up")
 	}
 
+	// With TemplatesIf, the templates are read only when the decision made without them asks for
+	// it, and the decision is made again from the same reading: the nodes are listed once either way.
+	// w2 fails, so the decision starts its remediation.
+	w2 := &corev1.Node{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "w2"}, w2); err != nil {
+		t.Fatal(err)
+	}
+	w2.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+	if err := k8s.Status().Update(ctx, w2); err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingReader{Reader: k8s}
+	lazy := &Gatherer{Reader: counting}
+	zero := intstr.FromInt32(0)
+	ours = ours.DeepCopy()
+	ours.Spec.MinHealthy = &zero // w1 is under remediation already
+	if _, err := lazy.Gather(ctx, ours, now, Options{Mode: Acting}); err != nil {
+		t.Fatal(err)
+	}
+	lists := counting.nodeLists // the node lists of one gather without templates
+	starts := func(s *Snapshot) bool {
+		d, ok := s.Node("w2")
+		return ok && d.Action == health.StartRemediation
+	}
+	ref := ours.Spec.TemplateRefs()[0]
+	for _, ask := range []bool{false, true} {
+		counting.nodeLists = 0
+		templates := &countingTemplates{TemplateGetter: &strategyTemplates{strategy: "reboot"}}
+		s, err := lazy.Gather(ctx, ours, now, Options{Mode: Acting, Templates: templates, TemplatesIf: func(s *Snapshot) bool { return ask && starts(s) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, read := s.Template(ref)
+		want := 0
+		if ask {
+			want = 1
+		}
+		if counting.nodeLists != lists || templates.gets != want || read != ask || !starts(s) || s.Problem != nil {
+			t.Errorf("templates asked for %v: %d node lists, %d template reads, template in the snapshot %v, w2 started %v, problem %v; want %d, %d, %v, true, none",
+				ask, counting.nodeLists, templates.gets, read, starts(s), s.Problem, lists, want, ask)
+		}
+	}
+	counting.nodeLists = 0
+	s, err := lazy.Gather(ctx, ours, now, Options{Mode: Acting, Templates: k8s, TemplatesIf: starts}) // the template does not exist
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counting.nodeLists != lists || s.Problem == nil || starts(s) {
+		t.Errorf("a missing template: %d node lists, problem %v, w2 started %v; want %d, the missing template, false (decided again with it)", counting.nodeLists, s.Problem, starts(s), lists)
+	}
+
 	bad := ours.DeepCopy()
 	bad.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"not a key!": "x"}}
 	if r, err = g.read(ctx, bad, now, nil); err != nil {
@@ -119,4 +160,28 @@ func TestRead(t *testing.T) {
 		t.Errorf("selector error %v, %d nodes, orphans %v, template problem %v: want an error, none, w1 (its CR is kept, not selected), none (not read)",
 			r.selectorErr, len(r.nodes), r.crs.orphans, r.templateProblem)
 	}
+}
+
+// countingReader counts the node lists read through it.
+type countingReader struct {
+	client.Reader
+	nodeLists int
+}
+
+func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*corev1.NodeList); ok {
+		c.nodeLists++
+	}
+	return c.Reader.List(ctx, list, opts...)
+}
+
+// countingTemplates counts the templates read through it.
+type countingTemplates struct {
+	TemplateGetter
+	gets int
+}
+
+func (c *countingTemplates) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.TemplateGetter.Get(ctx, key, obj, opts...)
 }

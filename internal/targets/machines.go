@@ -20,31 +20,46 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 )
 
-// MachineSource tells whether a node is a control-plane node by its Machine: the Machine its
-// annotations claim, where that Machine confirms the claim (machines.Verify), is a control-plane
-// Machine (machines.IsControlPlane). A node's annotations are its own to write; a claim the Machine
-// does not confirm counts for nothing. Decisions read it: an implementation reads from a cache.
+// MachineSource reads a node's link to its Machine: the Machine its annotations claim, verified
+// (machines.Verify: the Machine confirms the claim). A node's annotations are its own to write; a
+// claim the Machine does not confirm counts for nothing. The link tells whether the node is a
+// control-plane node (a verified control-plane Machine, machines.IsControlPlane) and what its CRs
+// carry (MachineLink.ForCR). Decisions read it: an implementation reads from a cache.
 type MachineSource interface {
-	ControlPlane(ctx context.Context, node *corev1.Node) (bool, error)
+	Link(ctx context.Context, node *corev1.Node) (MachineLink, error)
 }
 
-// controlPlane reports whether the node is a control-plane node: by its own role labels, or by its
-// verified Machine (Machines). A Machine whose kind cannot be read now (NotReadableError) leaves it
+// machineLink is a node's Machine link as read, or why it could not be.
+type machineLink struct {
+	link MachineLink
+	err  error
+}
+
+// machineLink reads the node's Machine link (Machines; none without).
+func (g *Gatherer) machineLink(ctx context.Context, n *corev1.Node) machineLink {
+	if g.Machines == nil {
+		return machineLink{}
+	}
+	l, err := g.Machines.Link(ctx, n)
+	return machineLink{l, err}
+}
+
+// controlPlaneOf reports whether the node is a control-plane node: by its own role labels, or by
+// its verified Machine. A Machine whose kind cannot be read now (NotReadableError) leaves it
 // unknown, and unknown is not free: the node counts as a control-plane node, and unknown says why
 // (no control-plane start while it is), never as "not a control-plane node".
-func (g *Gatherer) controlPlane(ctx context.Context, n *corev1.Node) (cp bool, unknown string, err error) {
-	if remediationcr.IsControlPlane(n.Labels) || g.Machines == nil {
-		return remediationcr.IsControlPlane(n.Labels), "", nil
+func controlPlaneOf(n *corev1.Node, m machineLink) (cp bool, unknown string, err error) {
+	if remediationcr.IsControlPlane(n.Labels) {
+		return true, "", nil
 	}
-	cp, err = g.Machines.ControlPlane(ctx, n)
 	var nr *NotReadableError
-	if errors.As(err, &nr) {
+	if errors.As(m.err, &nr) {
 		return true, fmt.Sprintf("whether node %s is a control-plane node is unknown: the Machine it names cannot be read (%s)", n.Name, nr.Error()), nil
 	}
-	if err != nil {
-		return false, "", fmt.Errorf("reading the Machine of node %s: %w", n.Name, err)
+	if m.err != nil {
+		return false, "", fmt.Errorf("reading the Machine of node %s: %w", n.Name, m.err)
 	}
-	return cp, "", nil
+	return m.link.ControlPlane, "", nil
 }
 
 // MachineLink is a node's link to its Machine as verified.
@@ -109,13 +124,7 @@ func NewMachines(c client.Client) *Machines {
 	return &Machines{Reader: c, Mapper: c.RESTMapper(), CRDs: c}
 }
 
-// ControlPlane implements MachineSource.
-func (m *Machines) ControlPlane(ctx context.Context, node *corev1.Node) (bool, error) {
-	l, err := m.Link(ctx, node)
-	return l.ControlPlane, err
-}
-
-// Link reads the Machine the node's annotations claim and verifies it. Errors are those of reading
+// Link implements MachineSource: it reads the Machine the node's annotations claim and verifies it. Errors are those of reading
 // (a NotReadableError when the Machine kind cannot be read from the cache now, see Synced); a Machine
 // that is missing or does not confirm the claim is a Rejected link, a kind the API server does not
 // serve neither verified nor rejected.

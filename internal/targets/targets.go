@@ -129,9 +129,14 @@ func (g *Gatherer) wall() clock.PassiveClock {
 // Options select what a snapshot includes.
 type Options struct {
 	// Templates, when set, reads every referenced template and reports a missing or invalid one as
-	// a Problem (the nhc controller). The remediation controller reads the template it creates a CR
-	// from anyway, and does not create one from a template it cannot read.
+	// a Problem (the nhc controller); the snapshot keeps them, for the CRs built from them
+	// (Snapshot.Template).
 	Templates TemplateGetter
+	// TemplatesIf, when set, reads the templates only when the decision made without them asks for
+	// it (the remediation controller: when it creates a CR; a template that may not be watched costs
+	// a GET per read). The decision is then made again from the same reading with them: nothing
+	// else is read again.
+	TemplatesIf func(*Snapshot) bool
 	// Mode says who gathers.
 	Mode Mode
 }
@@ -172,6 +177,11 @@ type Snapshot struct {
 	// the watch showed it), but those of a remediator replacing the machine (KeptOrphanCR, the
 	// node's remediation still): not the node's remediation. They are deleted as orphans are.
 	Previous map[string][]unstructured.Unstructured
+	// templates are the NodeHealthCheck's templates as read (Options.Templates set, no Problem), for
+	// the CRs built from them (Template).
+	templates map[templateKey]*unstructured.Unstructured
+	// links are the selected nodes' Machine links as read (MachineLink).
+	links map[string]machineLink
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
 	// select, as read (nil: gone), for OutcomeNode.
 	unselected map[string]*corev1.Node
@@ -200,11 +210,29 @@ type Snapshot struct {
 // the decision's input), the holds of the nodes that may act now (I/O for those nodes only: their
 // leases and the etcd guard), and decide (pure).
 func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeHealthCheck, now time.Time, o Options) (*Snapshot, error) {
-	r, err := g.read(ctx, stored, now, o.Templates)
+	upfront := o.Templates
+	if o.TemplatesIf != nil {
+		upfront = nil
+	}
+	r, err := g.read(ctx, stored, now, upfront)
 	if err != nil {
 		return nil, err
 	}
-	s, in := assemble(r, o.Mode, g.ReturnGrace)
+	s, err := g.decideFrom(ctx, r, o.Mode)
+	if err != nil || upfront != nil || o.Templates == nil || o.TemplatesIf == nil || !o.TemplatesIf(s) {
+		return s, err
+	}
+	if r.templates, r.templateProblem, err = readTemplates(ctx, o.Templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
+		return nil, err
+	}
+	return g.decideFrom(ctx, r, o.Mode)
+}
+
+// decideFrom assembles what was read into the snapshot and the decision's input, adds what the
+// gatherer remembers (removals, failure domains) and the holds of the nodes that may act, and
+// decides. The same reading decides alike (what is remembered is updated at the same now).
+func (g *Gatherer) decideFrom(ctx context.Context, r *reading, mode Mode) (*Snapshot, error) {
+	s, in := assemble(r, mode, g.ReturnGrace)
 	in.RemovalHold = g.RemovalHold
 	g.removalSince(&in, r.now)
 	if fd := s.NHC.Spec.FailureDomain; fd != nil {
@@ -226,8 +254,13 @@ type reading struct {
 	// verdict is the upgrade gate's state; upgrade the NodeHealthCheck's UpgradeInProgress outcome.
 	verdict upgrade.Verdict
 	upgrade upgrade.Outcome
-	// templateProblem is a missing or invalid template (when templates were read).
+	// templateProblem is a missing or invalid template (when templates were read); templates are
+	// those read, when none is.
 	templateProblem *Problem
+	templates       map[templateKey]*unstructured.Unstructured
+	// links are the Machine links of the selected nodes that claim a Machine, or whose link could
+	// not be read.
+	links map[string]machineLink
 	// selectorErr is why spec.selector does not parse (nothing is selected then).
 	selectorErr error
 	// nodes are the selected nodes, sorted by name, shared with the cache.
@@ -265,7 +298,7 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	}
 	var err error
 	if templates != nil {
-		if r.templateProblem, err = CheckTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
+		if r.templates, r.templateProblem, err = readTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
 			return nil, err
 		}
 	}
@@ -306,8 +339,15 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	}
 	r.controlPlane = map[string]bool{}
 	for _, n := range r.nodes {
+		m := g.machineLink(ctx, n)
+		if m.link.Claimed || m.err != nil {
+			if r.links == nil {
+				r.links = map[string]machineLink{}
+			}
+			r.links[n.Name] = m
+		}
 		var unknown string
-		if r.controlPlane[n.Name], unknown, err = g.controlPlane(ctx, n); err != nil {
+		if r.controlPlane[n.Name], unknown, err = controlPlaneOf(n, m); err != nil {
 			return nil, err
 		}
 		r.controlPlaneUnknown = cmp.Or(r.controlPlaneUnknown, unknown)
@@ -395,7 +435,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
 	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
 		CRs: r.crs.ours, Orphans: r.crs.orphans, Previous: r.crs.previous, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
-	s.Problem, s.unknown = r.templateProblem, unknownOf(r)
+	s.Problem, s.unknown, s.templates, s.links = r.templateProblem, unknownOf(r), r.templates, r.links
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {
 		s.Problem = &Problem{remediationv1alpha1.ConditionReasonDisabledMHC, conflict}
 	}
@@ -573,6 +613,25 @@ func SkewMessage(v clockskew.Verdict) string {
 		direction = "behind"
 	}
 	return fmt.Sprintf("the manager's clock is %s the API server's by more than %s (--max-clock-skew)", direction, v.Bound)
+}
+
+// Template returns the template the reference names as this snapshot read it (a copy): the CR the
+// decision asks for is built from it, never from a template read again. False when the snapshot
+// read no templates (Options.Templates unset) or found a Problem.
+func (s *Snapshot) Template(ref corev1.ObjectReference) (*unstructured.Unstructured, bool) {
+	t, ok := s.templates[keyOf(ref)]
+	if !ok {
+		return nil, false
+	}
+	return t.DeepCopy(), true
+}
+
+// MachineLink returns the selected node's link to its Machine as the snapshot read it, verified
+// (the decision's control-plane rule read the same link), for the CRs built for the node; an error
+// when it could not be read (a Machine kind not synced: no CR is built without its Machine).
+func (s *Snapshot) MachineLink(node string) (MachineLink, error) {
+	m := s.links[node]
+	return m.link, m.err
 }
 
 // SelectedNode returns the selected node of that name, as read.

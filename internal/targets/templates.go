@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -48,15 +50,30 @@ const (
 // Metal3RemediationTemplate outside openshift-machine-api is one (as for the public operator; on
 // other clusters Metal3's Machines live in any namespace).
 func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec, openShift bool) (*Problem, error) {
+	_, problem, err := readTemplates(ctx, c, spec, openShift)
+	return problem, err
+}
+
+// templateKey names a template: its reference's apiVersion, kind, namespace and name.
+type templateKey struct{ apiVersion, kind, namespace, name string }
+
+func keyOf(ref corev1.ObjectReference) templateKey {
+	return templateKey{ref.APIVersion, ref.Kind, ref.Namespace, ref.Name}
+}
+
+// readTemplates is CheckTemplates, and returns the templates read (all of them when there is no
+// problem), for the CRs built from them.
+func readTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1alpha1.NodeHealthCheckSpec, openShift bool) (map[templateKey]*unstructured.Unstructured, *Problem, error) {
+	read := map[templateKey]*unstructured.Unstructured{}
 	for _, ref := range spec.TemplateRefs() {
 		if openShift && ref.Kind == Metal3TemplateKind && ref.Namespace != MachineAPINamespace {
 			// Metal3 remediates through the node's Machine, which on OpenShift lives there.
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
 				fmt.Sprintf("%s must be in the %s namespace. It is configured to be in namespace: %s", Metal3TemplateKind, MachineAPINamespace, ref.Namespace)}, nil
 		}
 		if ref.GroupVersionKind().Group == "" {
 			// PodTemplate would make Pods the remediation CRs.
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid,
 				fmt.Sprintf("Remediation template %s %s/%s is of the core API group; remediation templates are custom resources of their remediator", ref.Kind, ref.Namespace, ref.Name)}, nil
 		}
 		t := &unstructured.Unstructured{}
@@ -64,23 +81,24 @@ func CheckTemplates(ctx context.Context, c TemplateGetter, spec *remediationv1al
 		err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, t)
 		switch {
 		case meta.IsNoMatchError(err):
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
 				fmt.Sprintf("Kind %s of template %s/%s is not served by the API server; is its remediator installed?", ref.Kind, ref.Namespace, ref.Name)}, nil
 		case apierrors.IsNotFound(err):
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateNotFound,
 				fmt.Sprintf("Remediation template %s %s/%s not found", ref.Kind, ref.Namespace, ref.Name)}, nil
 		case IsNotReadable(err):
 			// Unknown is not free, and no read waits for ever: a template whose kind cannot be read
 			// now (its conversion webhook down) disables, and is looked at again when the kind's
 			// informer syncs (its events) or at the next recheck.
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateUnavailable,
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateUnavailable,
 				fmt.Sprintf("Remediation template %s %s/%s cannot be read, so no remediation can be built from it: %v", ref.Kind, ref.Namespace, ref.Name, err)}, nil
 		case err != nil:
-			return nil, fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+			return nil, nil, fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
 		}
 		if _, err := remediationcr.TemplateSpec(t); err != nil {
-			return &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid, "Remediation " + err.Error()}, nil
+			return nil, &Problem{remediationv1alpha1.ConditionReasonDisabledTemplateInvalid, "Remediation " + err.Error()}, nil
 		}
+		read[keyOf(ref)] = t
 	}
-	return nil, nil
+	return read, nil, nil
 }

@@ -71,3 +71,54 @@ func (withSpecTemplate) Get(_ context.Context, _ client.ObjectKey, obj client.Ob
 	u := obj.(*unstructured.Unstructured)
 	return unstructured.SetNestedMap(u.Object, map[string]any{"spec": map[string]any{}}, "spec", "template")
 }
+
+// strategyTemplates reads every template with spec.template.spec.strategy set to strategy.
+type strategyTemplates struct{ strategy string }
+
+func (s *strategyTemplates) Get(_ context.Context, _ client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	u := obj.(*unstructured.Unstructured)
+	return unstructured.SetNestedMap(u.Object, map[string]any{"spec": map[string]any{"strategy": s.strategy}}, "spec", "template")
+}
+
+// TestTemplateAsRead checks that a snapshot hands out its templates as it read them, whatever the
+// cluster holds since, and a copy each time: the CR a decision asks for is built from the template
+// the decision saw (the remediation controller's create reads none).
+func TestTemplateAsRead(t *testing.T) {
+	getter := &strategyTemplates{strategy: "reboot"}
+	r := testReading(t, nil)
+	var err error
+	if r.templates, r.templateProblem, err = readTemplates(context.Background(), getter, &r.nhc.Spec, false); err != nil || r.templateProblem != nil {
+		t.Fatalf("reading: %v, %+v", err, r.templateProblem)
+	}
+	s, _ := assemble(r, Acting, 0)
+	getter.strategy = "power-off" // the template changes after the snapshot was read
+	ref := r.nhc.Spec.TemplateRefs()[0]
+	strategy := func() string {
+		tmpl, ok := s.Template(ref)
+		if !ok {
+			t.Fatalf("template %v not in the snapshot", ref)
+		}
+		v, _, _ := unstructured.NestedString(tmpl.Object, "spec", "template", "spec", "strategy")
+		tmpl.Object["spec"] = nil // a caller's change stays its own
+		return v
+	}
+	if got := strategy(); got != "reboot" {
+		t.Errorf("strategy %q, want the one read, reboot", got)
+	}
+	if got := strategy(); got != "reboot" {
+		t.Errorf("strategy %q after a caller changed its copy, want reboot", got)
+	}
+	other := ref
+	other.Name = "not-referenced"
+	if _, ok := s.Template(other); ok {
+		t.Error("a template the spec does not reference is in the snapshot")
+	}
+	if _, ok := assembleWithout(t).Template(ref); ok {
+		t.Error("a snapshot that read no templates hands one out")
+	}
+}
+
+func assembleWithout(t *testing.T) *Snapshot {
+	s, _ := assemble(testReading(t, nil), Acting, 0)
+	return s
+}

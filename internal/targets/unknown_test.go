@@ -27,19 +27,7 @@ import (
 // naming the API server's error, and the node that claims the Machine counts as a control-plane node
 // of unknown status (its control-plane starts are held), never as a worker.
 func TestUnreadableKindsAreUnknown(t *testing.T) {
-	if err := testutil.CheckAssets(); err != nil {
-		t.Fatal(err)
-	}
-	env := testutil.NewEnvironment(nil, false)
-	cfg, err := env.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Log(err)
-		}
-	}()
+	cfg := testutil.StartControlPlane(t)
 	scheme := testutil.Scheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -133,7 +121,7 @@ func TestUnreadableKindsAreUnknown(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "w1", Annotations: map[string]string{
 		machines.ClusterAPIMachineAnnotation: "m1", machines.ClusterAPINamespaceAnnotation: "default"}}}
 	g := &Gatherer{Reader: k8s, Machines: &Machines{Reader: cached, Mapper: mapper, Synced: synced}}
-	cp, unknown, err := g.controlPlane(ctx, node)
+	cp, unknown, err := controlPlaneOf(node, g.machineLink(ctx, node))
 	switch {
 	case err != nil:
 		t.Errorf("reading the Machine: %v; want no error, the control-plane status unknown", err)

@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -124,4 +126,25 @@ func NewEnvironment(nhcCRD *apiextensionsv1.CustomResourceDefinition, webhooks b
 		env.WebhookInstallOptions = envtest.WebhookInstallOptions{Paths: []string{WebhookManifestDir()}}
 	}
 	return env
+}
+
+// StartControlPlane starts a control plane (NewEnvironment with the generated NodeHealthCheck CRD,
+// no webhooks) for one test, stopped when the test ends, and returns its config. A missing control
+// plane fails the test with CheckAssets' message.
+func StartControlPlane(tb testing.TB) *rest.Config {
+	tb.Helper()
+	if err := CheckAssets(); err != nil {
+		tb.Fatal(err)
+	}
+	env := NewEnvironment(nil, false)
+	cfg, err := env.Start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			tb.Log(err)
+		}
+	})
+	return cfg
 }

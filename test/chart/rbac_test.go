@@ -39,10 +39,7 @@ import (
 // `make image` built, for this machine's platform (or $MANAGER_BINARY).
 func managerBinary(t *testing.T) string {
 	t.Helper()
-	if b := os.Getenv("MANAGER_BINARY"); b != "" {
-		return b
-	}
-	bin, err := localcluster.ManagerFromImage(t.TempDir())
+	bin, err := localcluster.ManagerBinary(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,11 +45,8 @@ var _ = BeforeSuite(func() {
 	Expect(apiextensionsv1.AddToScheme(scheme)).To(Succeed())
 
 	var err error
-	managerBinary = os.Getenv("MANAGER_BINARY")
-	if managerBinary == "" {
-		managerBinary, err = localcluster.ManagerFromImage(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-	}
+	managerBinary, err = localcluster.ManagerBinary(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
 
 	cluster, err = localcluster.Start()
 	Expect(err).NotTo(HaveOccurred())

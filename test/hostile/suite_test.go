@@ -43,11 +43,8 @@ var _ = BeforeSuite(func() {
 	Expect(remediationv1alpha1.AddToScheme(scheme)).To(Succeed())
 
 	var err error
-	managerBinary = os.Getenv("MANAGER_BINARY")
-	if managerBinary == "" {
-		managerBinary, err = localcluster.ManagerFromImage(GinkgoT().TempDir())
-		Expect(err).NotTo(HaveOccurred())
-	}
+	managerBinary, err = localcluster.ManagerBinary(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
 
 	// A kubelet's credentials mean what they mean in a real cluster only with the Node authorizer
 	// (which requests a node may make) and NodeRestriction (which objects, and which of their

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 
@@ -10,6 +11,15 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/imagebuild"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
+
+// ManagerBinary returns the manager under test: $MANAGER_BINARY when set, else the image's
+// (ManagerFromImage, extracted into dir).
+func ManagerBinary(dir string) (string, error) {
+	if b := os.Getenv("MANAGER_BINARY"); b != "" {
+		return b, nil
+	}
+	return ManagerFromImage(dir)
+}
 
 // ManagerFromImage extracts the manager binary for this machine's platform from the image that
 // `make image` built (testutil.ImageLayout), the one the chart's Deployment runs, into dir and

@@ -177,12 +177,8 @@ func managerUser() string {
 
 func (b *bench) setup(ctx context.Context) {
 	t := b.t
-	binary := os.Getenv("MANAGER_BINARY")
-	var err error
-	if binary == "" {
-		binary, err = localcluster.ManagerFromImage(t.TempDir())
-		Expect(err).NotTo(HaveOccurred())
-	}
+	binary, err := localcluster.ManagerBinary(t.TempDir())
+	Expect(err).NotTo(HaveOccurred())
 	b.logf("Starting the control plane (%d nodes, %d pools, driven=%v)", b.sc.Nodes, b.sc.Pools, b.sc.Driven)
 	b.cluster, err = localcluster.StartWith(localcluster.StartOptions{AuditPolicy: localcluster.UserAuditPolicy(managerUser())})
 	Expect(err).NotTo(HaveOccurred())

@@ -275,17 +275,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil // garbage collection removes the CRs with their owner
 	}
 	now := r.Clock.Now()
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting})
+	// Before a CR is created, the templates too (read only then: a template that may not be
+	// watched costs a GET per read): a missing or invalid one disables the NodeHealthCheck, no lease
+	// is taken for a CR that cannot be built, and the CR is built from the template the decision saw
+	// (Snapshot.Template).
+	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client),
+		TemplatesIf: func(s *targets.Snapshot) bool { return creates(s.Decision) && !s.DryRun() }})
 	if err != nil {
 		return ctrl.Result{}, err
-	}
-	if starts(snap.Decision) && !snap.DryRun() {
-		// Before a first CR, the templates too: a missing or invalid one disables the
-		// NodeHealthCheck, and no lease is taken for a CR that cannot be built. (Read only then:
-		// a template that may not be watched costs a GET per read.)
-		if snap, err = r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)}); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
 
 	next := snap.Next()

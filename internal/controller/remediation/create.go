@@ -18,22 +18,24 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
-// create creates the node's remediation CR of the step from its template; requested is the time of
-// the remediation request the remediation answers (zero: none), recorded on the CR and, once it is
-// created, on the node (answerRequests).
+// create creates the node's remediation CR of the step from its template as the snapshot read it
+// (never read again: the CR is what the decision saw); requested is the time of the remediation
+// request the remediation answers (zero: none), recorded on the CR and, once it is created, on the
+// node (answerRequests).
 func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node string, step health.Step, requested time.Time) error {
 	nhc := snap.Stored
 	ref := step.Template
-	template := &unstructured.Unstructured{}
-	template.SetGroupVersionKind(ref.GroupVersionKind())
-	if err := targets.TemplatesThrough(r.Templates, r.Client).Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, template); err != nil {
-		return fmt.Errorf("getting template %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+	template, read := snap.Template(ref)
+	if !read {
+		// Reconcile gathers the templates before any decision that creates; a snapshot without
+		// them is a bug, never a reason to read the template now.
+		return fmt.Errorf("template %s %s/%s of node %s's next CR was not read with the decision", ref.Kind, ref.Namespace, ref.Name, node)
 	}
 	target, ok := snap.SelectedNode(node)
 	if !ok {
 		return nil // no longer selected; the next reconcile decides again
 	}
-	machine, err := r.machineOf(ctx, nhc, target, template.GetNamespace())
+	machine, err := r.machineOf(ctx, snap, target, template.GetNamespace())
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
@@ -58,24 +57,14 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		e.Next, e.TimeOut, e.Exhausted = nil, nil, false
 	}
 
-	// Hold the node's lease for the step that runs from now on, before anything is marked or
-	// created.
-	var leaseFor time.Duration
-	stepStart := e.Started
-	switch {
-	case e.Next != nil:
-		leaseFor, stepStart = nodelease.Duration(e.Next.Timeout), now
-	case e.Current != nil:
-		leaseFor = nodelease.Duration(e.Current.Timeout)
-	case len(e.Stale) > 0:
-		leaseFor, stepStart = nodelease.Duration(longestTimeout(targets.Steps(&snap.NHC.Spec))), stepCRs[e.Stale[0]].Created
-	}
-	if leaseFor > 0 {
+	// Hold the node's lease for the step that runs from now on (as the decision says), before
+	// anything is marked or created.
+	if term := e.Lease(now); term.For > 0 {
 		lease, err := r.getLease(ctx, node, false)
 		if err != nil {
 			return time.Time{}, err
 		}
-		held, err := r.holdLease(ctx, nhc, node, lease, leaseFor, stepStart, now)
+		held, err := r.holdLease(ctx, nhc, node, lease, term.For, term.From, now)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -109,14 +98,6 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		return renewAt, r.create(ctx, snap, node, *e.Next, d.Health.Requested)
 	}
 	return renewAt, nil
-}
-
-func longestTimeout(steps []health.Step) time.Duration {
-	var longest time.Duration
-	for _, s := range steps {
-		longest = max(longest, s.Timeout)
-	}
-	return longest
 }
 
 // flagOld flags, once, each running CR older than OldRemediationAge with an annotation, a metric and

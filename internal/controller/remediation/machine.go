@@ -12,6 +12,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
 // Node annotations that name a node's Machine (internal/machines): OpenShift's, as
@@ -29,12 +30,13 @@ const (
 // point at a healthy control-plane Machine, so that Metal3 reboots that host. A claim that does not
 // verify adds nothing and is reported once per node and Machine (reportMachineLink).
 //
-// The Machine is read from the cache, as the decision that led here read it: no request per
-// remediation (each failure is counted in requests), and the CR's control-plane label agrees with
-// the decision's one-at-a-time rule. A cache that lags shows an earlier state of the Machine, which
-// the node could not write either, and a Machine's status.nodeRef does not move to another node.
-func (r *Reconciler) machineOf(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node *corev1.Node, namespace string) (remediationcr.Machine, error) {
-	link, err := r.Machines.Link(ctx, node)
+// The link is the snapshot's (Snapshot.MachineLink), read from the cache with the decision: no
+// request per remediation, nothing read again after deciding, and the CR's control-plane label
+// agrees with the decision's one-at-a-time rule, which read the same link. A Machine's
+// status.nodeRef does not move to another node.
+func (r *Reconciler) machineOf(ctx context.Context, snap *targets.Snapshot, node *corev1.Node, namespace string) (remediationcr.Machine, error) {
+	nhc := snap.Stored
+	link, err := snap.MachineLink(node.Name)
 	if err != nil {
 		return remediationcr.Machine{}, err
 	}

@@ -10,9 +10,12 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
-// starts reports whether the decision starts a remediation on some node.
-func starts(d health.Decision) bool {
-	return slices.ContainsFunc(d.Nodes, func(n health.NodeDecision) bool { return n.Action == health.StartRemediation })
+// creates reports whether the decision creates a CR: it starts a remediation on some node, or
+// escalates one to a next step.
+func creates(d health.Decision) bool {
+	return slices.ContainsFunc(d.Nodes, func(n health.NodeDecision) bool {
+		return n.Action == health.StartRemediation || (n.Action == health.ContinueRemediation && n.Escalation.Next != nil)
+	})
 }
 
 // start starts a node's remediation: a control-plane node's one at a time across NodeHealthChecks
