@@ -89,7 +89,13 @@ var kinds = []moveKind{
 	}},
 	{"template", "template <nhc> <config>", 4, func(w *world) (move, bool) {
 		h := w.cur.NHCs[pick(w, w.cur.nhcNames())]
-		return move{Kind: "template", NHC: h.Name, Config: pick(w, slices.DeleteFunc([]int{0, 1, 2, 3, 4, 5, 6, 7}, func(i int) bool { return i == h.Config }))}, true
+		var others []int
+		for i := range templateConfigs {
+			if i != h.Config {
+				others = append(others, i)
+			}
+		}
+		return move{Kind: "template", NHC: h.Name, Config: pick(w, others)}, true
 	}},
 	{"pause", "pause <nhc> | resume <nhc>", 4, func(w *world) (move, bool) {
 		if paused := w.nhcs((*nhc).paused); len(paused) > 0 {
@@ -118,8 +124,16 @@ var kinds = []moveKind{
 	{"restart", "restart", 2, func(w *world) (move, bool) { return move{Kind: "restart"}, true }},
 	{"leader-change", "leader-change", 2, func(w *world) (move, bool) { return move{Kind: "leader-change"}, true }},
 	{"delete", "delete <node>", 2, func(w *world) (move, bool) { return w.nodeMove("delete", isWorker, "") }},
-	{"recreate", "recreate <node>", 3, func(w *world) (move, bool) {
+	{"recreate", "recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
 		return w.nodeMove("recreate", func(n node) bool { return !n.Exists }, "")
+	}},
+	// Issue 33: a Node deleted and created again under the same name at once (a machine replaced,
+	// the new one registering healthy or not ready) while the managers' watches are cut: a burst of
+	// drop-watches, delete and recreate, so that the controllers never see the node gone (their
+	// informers list again once the new one is there). Without the cut, a watch shows the deletion.
+	{"replace", "drop-watches + delete <node> + recreate <node> [False|Unknown]", 3, func(w *world) (move, bool) {
+		m, ok := w.nodeMove("replace", isWorker, pick(w, []corev1.ConditionStatus{"", corev1.ConditionUnknown, corev1.ConditionFalse}))
+		return m, ok
 	}},
 	// Moves of issue 24: the same node failing again and again (the repair budget), its reset, dry-run,
 	// clock skew, a maintenance operator's lease, watches dropped, the API server restarted, the leader
@@ -188,6 +202,43 @@ var kinds = []moveKind{
 		}
 		return m, ok && w.oneIn(2)
 	}},
+	// Issue 33: a slow condition writer (its clock runs behind) dates a healthy node's failure back.
+	{"slow", "slow <node> False|Unknown <lag>", 3, func(w *world) (move, bool) {
+		if w.crowded() {
+			return move{}, false
+		}
+		m, ok := w.nodeMove("slow", isHealthy, unhealthyStatus(w))
+		m.D = pick(w, []time.Duration{20 * time.Second, 45 * time.Second, 2 * time.Minute})
+		return m, ok
+	}},
+	// Nodes being removed: the cluster autoscaler's taint dated now or 40 minutes ago (its hold
+	// over), Karpenter's (no time), or a deletion a finalizer keeps; and the removal given up (the
+	// taint lifted) or done (the finalizer released: the node goes).
+	{"remove", "remove <node> autoscaler|autoscaler-old|karpenter|deletion | unremove <node>", 3, func(w *world) (move, bool) {
+		if removed := w.nodes(func(n node) bool { return n.Exists && n.RemovedBy != "" }); len(removed) > 0 && w.rng.IntN(2) == 0 {
+			return move{Kind: "unremove", Nodes: []string{pick(w, removed)}}, true
+		}
+		m, ok := w.nodeMove("remove", func(n node) bool { return n.Exists && n.RemovedBy == "" }, "")
+		m.Pool = pick(w, removals)
+		return m, ok
+	}},
+	// Remediation requests: dated now, a moment ahead (within the bound), far ahead, expired, not a
+	// time; and a kubelet that forges its node's handled record an hour ahead.
+	{"request", "request <node> now|ahead|future|old|junk", 4, func(w *world) (move, bool) {
+		m, ok := w.nodeMove("request", exists, "")
+		m.Pool = pick(w, []string{"now", "now", "now", "ahead", "future", "old", "junk"})
+		return m, ok
+	}},
+	{"forge-handled", "forge-handled <node>", 1, func(w *world) (move, bool) {
+		return w.nodeMove("forge-handled", func(n node) bool { return n.Exists && !n.HandledForged }, "")
+	}},
+	// conv-1's conversion webhook goes down (its kind unreadable: unknown is not free) and back.
+	{"conversion", "conversion off|on", 3, func(w *world) (move, bool) {
+		if w.cur.ConvDown {
+			return move{Kind: "conversion", On: true}, true
+		}
+		return move{Kind: "conversion"}, w.oneIn(3)
+	}},
 	{"burst", "<move> + <move> + ...", 8, func(w *world) (move, bool) { return move{Kind: "burst", Count: 2 + w.rng.IntN(3)}, true }},
 	{"mass-failure", "mass-failure False|Unknown <node>,<node>,...", 2, func(w *world) (move, bool) {
 		healthy := w.nodes(isHealthy)
@@ -202,6 +253,7 @@ var kinds = []moveKind{
 }
 
 var (
+	removals   = []string{"autoscaler", "autoscaler-old", "karpenter", "deletion"}
 	clockSteps = []time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second, 30 * time.Second, 45 * time.Second, time.Minute, 90 * time.Second}
 	faultRates = []float64{0.05, 0.1, 0.2}
 )
@@ -225,10 +277,13 @@ func (w *world) undoing(kind string) int {
 	switch {
 	case kind == "skew" && w.cur.skewed():
 		return 6
+	case kind == "conversion" && w.cur.ConvDown:
+		return 4
 	case kind == "pause" && len(w.nhcs((*nhc).paused)) > 0,
 		kind == "dry-run" && len(w.nhcs(func(h *nhc) bool { return h.Spec.DryRun })) > 0:
 		return 4
 	case kind == "maintain" && len(w.nodes(func(n node) bool { return n.Maintained })) > 0,
+		kind == "remove" && len(w.nodes(func(n node) bool { return n.Exists && n.RemovedBy != "" })) > 0,
 		kind == "faults" && w.faultRate > 0, kind == "poison" && w.cur.Poisoned != "":
 		return 2
 	}
@@ -284,7 +339,7 @@ func unhealthyStatus(w *world) corev1.ConditionStatus {
 func (w *world) randomMove(inBurst bool) move {
 	weight := func(kind string) int {
 		for _, k := range kinds {
-			if k.kind == kind && !slices.Contains(w.skip, kind) && (!inBurst || kind != "burst") {
+			if k.kind == kind && !slices.Contains(w.skip, kind) && (!inBurst || (kind != "burst" && kind != "replace")) {
 				return k.weight * w.undoing(kind)
 			}
 		}
@@ -314,6 +369,14 @@ func (m move) String() string {
 	switch m.Kind {
 	case "fail":
 		return fmt.Sprintf("fail %s %s", m.Nodes[0], m.Status)
+	case "slow":
+		return fmt.Sprintf("slow %s %s %s", m.Nodes[0], m.Status, m.D)
+	case "remove", "request":
+		return fmt.Sprintf("%s %s %s", m.Kind, m.Nodes[0], m.Pool)
+	case "recreate":
+		if m.Status != "" {
+			return fmt.Sprintf("recreate %s %s", m.Nodes[0], m.Status)
+		}
 	case "mass-failure":
 		return fmt.Sprintf("mass-failure %s %s", m.Status, strings.Join(m.Nodes, ","))
 	case "clock":
@@ -339,6 +402,11 @@ func (m move) String() string {
 		return fmt.Sprintf("faults %g", m.Rate)
 	case "unpoison", "restart", "leader-change", "drop-watches", "apiserver-restart", "kill":
 		return m.Kind
+	case "conversion":
+		if m.On {
+			return "conversion on"
+		}
+		return "conversion off"
 	case "dry-run":
 		if m.On {
 			return "dry-run " + m.NHC + " on"
@@ -409,11 +477,36 @@ func parseMove(f []string) (move, error) {
 		if err = want(2); err == nil {
 			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
 		}
+	case "slow":
+		if err = want(3); err == nil {
+			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
+			m.D, err = time.ParseDuration(args[2])
+		}
 	case "mass-failure":
 		if err = want(2); err == nil {
 			m.Status, m.Nodes = corev1.ConditionStatus(args[0]), strings.Split(args[1], ",")
 		}
-	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "recreate", "reset-budget", "maintain", "unmaintain":
+	case "remove":
+		if err = want(2); err == nil {
+			m.Nodes, m.Pool = []string{args[0]}, args[1]
+			if !slices.Contains(removals, m.Pool) {
+				err = fmt.Errorf("want one of %v", removals)
+			}
+		}
+	case "request":
+		if err = want(2); err == nil {
+			m.Nodes, m.Pool = []string{args[0]}, args[1]
+			if _, dated := requestTimes[m.Pool]; !dated && m.Pool != "junk" {
+				err = fmt.Errorf("want now, ahead, future, old or junk")
+			}
+		}
+	case "recreate":
+		if len(args) == 2 {
+			m.Nodes, m.Status = []string{args[0]}, corev1.ConditionStatus(args[1])
+		} else if err = want(1); err == nil {
+			m.Nodes = []string{args[0]}
+		}
+	case "recover", "fix", "flap", "cr-fails", "exclude", "include", "poison", "delete", "reset-budget", "maintain", "unmaintain", "unremove", "forge-handled":
 		if err = want(1); err == nil {
 			m.Nodes = []string{args[0]}
 		}
@@ -470,6 +563,13 @@ func parseMove(f []string) (move, error) {
 		if err = want(1); err == nil {
 			m.D, err = time.ParseDuration(args[0])
 		}
+	case "conversion":
+		if err = want(1); err == nil {
+			m.On = args[0] == "on"
+			if args[0] != "on" && args[0] != "off" {
+				err = fmt.Errorf("want on or off")
+			}
+		}
 	default:
 		err = fmt.Errorf("unknown move")
 	}
@@ -500,6 +600,22 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 			}
 		}
 		return fmt.Sprintf("mass failure: %s Ready=%s", strings.Join(m.Nodes, ", "), m.Status), nil
+	case "slow":
+		return fmt.Sprintf("%s fails: Ready=%s, written by a writer whose clock is %s behind: dated %s back", name, m.Status, m.D, m.D),
+			w.writeReady(ctx, name, m.Status, w.cur.Now.Add(-m.D))
+	case "conversion":
+		if m.On {
+			return w.conversionOn(ctx)
+		}
+		return w.conversionOff(ctx)
+	case "request":
+		return w.request(ctx, name, m.Pool)
+	case "forge-handled":
+		return w.forgeHandled(ctx, name)
+	case "remove":
+		return w.remove(ctx, name, m.Pool)
+	case "unremove":
+		return w.unremove(ctx, name)
 	case "recover":
 		return fmt.Sprintf("%s recovers by itself: Ready=True", name), w.setReady(ctx, name, corev1.ConditionTrue)
 	case "fix":
@@ -611,8 +727,8 @@ func (w *world) apply(ctx context.Context, m move) (string, error) {
 		return fmt.Sprintf("leader %s will be killed (SIGKILL) right after its next remediation CR create (in this step or a later one), before it writes anything else", leader.name), nil
 	case "recreate":
 		n := w.cur.Nodes[name]
-		n.Ready, n.Excluded = corev1.ConditionTrue, false
-		return fmt.Sprintf("node %s joins again, healthy, pool %q", name, n.Pool), w.createNode(ctx, n)
+		n.Ready, n.Excluded = cmp.Or(m.Status, corev1.ConditionTrue), false
+		return fmt.Sprintf("node %s joins again, Ready=%s, pool %q", name, n.Ready, n.Pool), w.createNode(ctx, n)
 	}
 	return "", fmt.Errorf("unknown move %q", m.Kind)
 }

@@ -37,11 +37,15 @@ import (
 //	CHAOS_SKIP      kinds of moves a random run does not make, separated by commas (for example
 //	                "forge,template" to look past known holes); part of the history like the seed
 //	CHAOS_CONTINUE  "1": keep going after a step that broke an invariant, and report all at the end
+//	CHAOS_KNOWN     invariants the operator is known to break (knownBroken), separated by commas:
+//	                their violations are logged, not failed; unset: knownBroken; "none": every one fails
 //	CHAOS_LOG       a file for the managers' logs (otherwise they are discarded)
 //
 // The short run's seeds: their first 60 steps make, together, every kind of move (see kinds in
-// actions_test.go), among them a leader killed right after a CR create, watches dropped and an API
-// server restarted within bursts, and CRs of a node that claims another node's Machine.
+// actions_test.go) but forge-handled, which the script hostile-nodes-broken-neighbours makes; among
+// them a leader killed right after a CR create, watches dropped and an API server restarted within
+// bursts, a conversion webhook down, a node replaced while the watches were cut, and CRs of a node
+// that claims another node's Machine.
 var defaultSeeds = []uint64{1, 2, 18}
 
 // defaultScripts are the histories the short run plays besides its seeds, for what 60 random steps
@@ -65,6 +69,32 @@ var defaultScripts = []struct {
 		}
 		return ""
 	}},
+	// Issue 33, hostile nodes and broken neighbours, in one history (one control plane: each costs
+	// some 15s to start and stop). First a remediation of a kind whose conversion webhook goes down,
+	// across a leader change: the new leader cannot read the kind; pool-b, which selects the node
+	// too, must not start once workers' lease expired, and the lease stays. Then, with the kind back,
+	// the node fixed and workers' templates as they were: a failure a slow writer dated back
+	// (remediated only 30s after it was written), a removal whose hold ended (the autoscaler began 40
+	// minutes ago) and one that holds (Karpenter's), and a request that waits for a node really down
+	// under maxInFlight, then starts (its node's kubelet forged the record of requests answered an
+	// hour ahead, which must not answer it).
+	{"hostile-nodes-broken-neighbours", "pause pool-b; template workers 8; fail w08 False; clock 30s; resume pool-b; clock 5s; conversion off; leader-change; " +
+		"clock 5s; clock 12m; clock 5s; conversion on; clock 5s; fix w08; clock 5s; template workers 3; " +
+		"clock 2m; slow w01 Unknown 45s; clock 5s; clock 30s; remove w02 autoscaler-old; remove w03 karpenter; " +
+		"mass-failure False w02,w03; clock 30s; clock 5s; fix w01; fix w02; fix w03; clock 1m; forge-handled w05; in-flight workers 1; fail w04 False + request w05 ahead; " +
+		"clock 30s; clock 5s; fix w04; clock 5s; clock 5s", func(st checkerStats) string {
+		switch {
+		case st.unknownHeld == 0:
+			return "no CR of an unreadable kind was seen running with its lease while the leader could not read the kind"
+		case st.backdatedHeld == 0:
+			return "no failure dated back waited for its duration since it was written"
+		case st.removalHeld == 0 || st.removalOver == 0:
+			return fmt.Sprintf("a removal held a node due at %d node-checks, %d remediations started past the hold: want both", st.removalHeld, st.removalOver)
+		case st.requestWaited == 0 || st.requestStarts == 0:
+			return fmt.Sprintf("a request waited at %d node-checks, %d remediations started for requests: want both", st.requestWaited, st.requestStarts)
+		}
+		return ""
+	}},
 	{"max-in-flight", "in-flight workers 1; fail w01 False; clock 5s; fail w02 False; clock 30s; clock 10s; clock 10s; fix w01; clock 5s; clock 10s; in-flight workers off; clock 5s", func(st checkerStats) string {
 		if st.inFlightHeld == 0 {
 			return "no node due waited for spec.maxInFlight"
@@ -75,6 +105,12 @@ var defaultScripts = []struct {
 
 const defaultSteps = 60
 
+// knownBroken are the invariants the operator is known to break, and how: a run logs their
+// violations (KNOWN) and goes on, unless CHAOS_KNOWN says otherwise. Each is a bug to fix in the
+// operator; its entry goes with the fix. None is known now (replaced-node-is-new, the last, was
+// fixed in 5d256f3).
+var knownBroken = map[string]string{}
+
 // options are a run's settings.
 type options struct {
 	seeds     []uint64
@@ -82,6 +118,7 @@ type options struct {
 	script    [][]move
 	skip      []string
 	keepGoing bool
+	known     map[string]bool
 }
 
 func settings(t *testing.T) options {
@@ -120,6 +157,17 @@ func settings(t *testing.T) options {
 		}
 	}
 	o.keepGoing = os.Getenv("CHAOS_CONTINUE") == "1"
+	o.known = map[string]bool{}
+	switch s, set := os.LookupEnv("CHAOS_KNOWN"); {
+	case !set:
+		for inv := range knownBroken {
+			o.known[inv] = true
+		}
+	case s != "none" && s != "":
+		for _, inv := range strings.Split(s, ",") {
+			o.known[inv] = true
+		}
+	}
 	return o
 }
 
@@ -197,6 +245,11 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	if err != nil {
 		t.Fatal(err)
 	}
+	conv, err := newConversionWebhook()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conv.stop() }()
 
 	// API timestamps have second precision, and so does the fake clock.
 	clock := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))
@@ -206,6 +259,7 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 		cur:        initialState(clock.Now()),
 		skip:       skip,
 		faults:     newFaults(seed),
+		conv:       conv,
 		nhcUIDs:    map[string]types.UID{},
 		moveCounts: map[string]int{},
 	}
@@ -230,6 +284,7 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	w.checker = newChecker(w.cur, snap.RV)
 
 	var broken []violation
+	knownSeen := 0
 	played := time.Now()
 	for s := 1; s <= steps; s++ {
 		w.cur = w.cur.clone()
@@ -241,6 +296,10 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 		history = append(history, desc)
 		settleStart := time.Now()
 		settled, why := w.settle(ctx)
+		w.cur.Managers = w.managers.seq
+		if settled {
+			w.seen()
+		}
 		w.faults.forgetExpired()
 		if n := w.faults.relists.Swap(0); w.reportLists {
 			w.logf("    the managers' informers listed %d times", n)
@@ -265,7 +324,15 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 		if err != nil {
 			t.Fatalf("seed %d, step %d: reading the API: %v", seed, s, err)
 		}
-		vs := w.checker.check(w.cur, snap)
+		var vs []violation
+		for _, v := range w.checker.check(w.cur, snap) {
+			if o.known[v.Invariant] {
+				w.logf("    KNOWN %s (%s)", v, knownBroken[v.Invariant])
+				knownSeen++
+				continue
+			}
+			vs = append(vs, v)
+		}
 		if len(vs) == 0 {
 			continue
 		}
@@ -281,10 +348,15 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	st := w.checker.stats
 	w.logf("chaos: seed %d: %d steps in %s (the whole run with the control plane: %s; settling: mean %s, longest %s, %d unsettled); %d CRs created, %d of them starting a remediation; "+
 		"%d escalations (next steps, timed-out marks), a CR running while the gate was closed at %d node-checks, %d CRs deleted, a repair budget possibly exhausted at %d node-checks, a node waiting for spec.maxInFlight at %d node-checks, for its failure domain at %d, %d CRs owned by a Machine, %d of a node claiming another Machine or none; "+
+		"%d remediations started for requests (%d for a request refused or not due), a request owed at %d node-checks, waiting at %d; a node held by its removal at %d node-checks, %d remediations of nodes being removed (past the hold); a failure dated back at %d node-checks; a CR of an unreadable kind kept at %d node-checks, a node waiting for it at %d; "+
 		"owed remediations seen at %d node-checks, at most %d in a row; %s",
 		seed, w.cur.Step, time.Since(played).Round(time.Millisecond), time.Since(began).Round(time.Millisecond), (w.settleTotal / time.Duration(max(w.cur.Step, 1))).Round(time.Millisecond),
-		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere, st.owed, st.longestOwed, w.kindCounts())
+		w.settleLongest.Round(time.Millisecond), w.unsettled, st.newCRs, st.firstCRs, st.escalations, st.heldRunning, st.deletions, st.budgetHeld, st.inFlightHeld, st.domainHeld, st.machineOwned, st.claimedElsewhere,
+		st.requestStarts, st.requestRefusedStarts, st.requestOwed, st.requestWaited, st.removalHeld, st.removalOver, st.backdatedHeld, st.unknownHeld, st.unknownWaited, st.owed, st.longestOwed, w.kindCounts())
 	w.logf("chaos: the history as a script: CHAOS_SCRIPT='%s'", strings.Join(history, "; "))
+	if knownSeen > 0 {
+		w.logf("chaos: %d violation(s) of invariants the operator is known to break (CHAOS_KNOWN=none fails them)", knownSeen)
+	}
 	if len(broken) > 0 {
 		var lines []string
 		for _, v := range broken {
@@ -320,9 +392,14 @@ func (w *world) step(ctx context.Context, s int, script [][]move) (string, error
 			m = planned[i]
 		} else {
 			m = w.randomMove(i > 0 || count > 1)
-			if m.Kind == "burst" {
+			switch m.Kind {
+			case "burst":
 				count = m.Count
 				m = w.randomMove(true)
+			case "replace":
+				planned = []move{{Kind: "drop-watches", Chosen: "replace"}, {Kind: "delete", Nodes: m.Nodes, Chosen: "replace"},
+					{Kind: "recreate", Nodes: m.Nodes, Status: m.Status, Chosen: "replace"}}
+				count, m = len(planned), planned[0]
 			}
 		}
 		if i > 0 {
@@ -334,8 +411,11 @@ func (w *world) step(ctx context.Context, s int, script [][]move) (string, error
 		if m.Chosen != "" {
 			kind = m.Chosen
 		}
-		w.moveCounts[kind]++
+		if m.Chosen != "replace" || i == 0 {
+			w.moveCounts[kind]++
+		}
 		desc, err := w.apply(ctx, m)
+		w.cur.Managers = w.managers.seq
 		if err != nil {
 			return stepString(played), err
 		}
@@ -345,7 +425,7 @@ func (w *world) step(ctx context.Context, s int, script [][]move) (string, error
 		}
 		w.logf("%s [%s, %s] %s: %s", prefix, w.fakeElapsed(), time.Now().Format("15:04:05.000"), m, desc)
 	}
-	if len(played) > 1 {
+	if len(played) > 1 && played[0].Chosen != "replace" {
 		w.moveCounts["burst"]++
 	}
 	return stepString(played), nil
@@ -362,6 +442,9 @@ func (w *world) kindCounts() string {
 
 // build creates the world: templates, nodes, NodeHealthChecks and the recorder's markers.
 func (w *world) build(ctx context.Context) error {
+	if err := installConvCRDs(ctx, w.k8s, w.conv); err != nil {
+		return err
+	}
 	for _, ns := range []string{markerNS, leaseNamespace} {
 		if err := w.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -86,6 +87,44 @@ const (
 	// only while, in some state of the step, at most maxUnhealthy of the selected nodes of the
 	// node's domain (its pool label) are not Ready.
 	invFailureDomain = "failure-domain"
+	// invBackdated: a failure a slow writer dated back by more than the clock-skew bound (its
+	// lastTransitionTime earlier than when it was written) starts no remediation before the
+	// condition's duration has passed since it was written: the watch that shows the change does
+	// not trust its time (watch.ConditionChanges). Judged in every state of the step where the node
+	// is unhealthy, unless a manager started since the write (it lists the node, and trusts the
+	// time: the record of changes is its process's memory).
+	invBackdated = "no-backdated-blip-remediated"
+	// invRemoval: a NodeHealthCheck with spec.skipNodesBeingRemoved starts no remediation of a node
+	// that is being removed (a removing party's taint, or a deletion a finalizer holds) while the
+	// removal hold certainly lasts, in every state of the step: less than --removal-hold since the
+	// removal began at the earliest (state.removalHolds). Escalation is held too: the removal is part
+	// of the gate no-escalation-while-held judges; and no-stuck-remediation owes the node a
+	// remediation again once the hold has certainly ended.
+	invRemoval = "removal-hold"
+	// invReplaced: a Node deleted and created again under the same name is a new node: the CRs of
+	// its old object (created before the new one's creationTimestamp, in an earlier second) are not
+	// its remediation. None of them is live at a settled check after the step that created the new
+	// object (they go as a deleted node's do; docs/compatibility.md's outcomes: "the new one gets its
+	// own remediation"), and no next step escalates them onto it (reported when created). The
+	// remediators of this world never replace a machine: a CR that says it does
+	// (PermanentNodeDeletionExpected, targets.KeptOrphanCR) stays the new node's remediation.
+	invReplaced = "replaced-node-is-new"
+	// invUnknown: unknown is not free. While conv-1's kind cannot be read and the leader changed since
+	// it could (a new leader never read it), throughout the step: every node lease the owner of a
+	// live CR of the kind held when it went down is there, with that holder (not released, not
+	// swept, even once it expired), and no other NodeHealthCheck starts on the CR's node.
+	invUnknown = "unknown-kind-untouched"
+	// invRequestRefused, invRequestOnce, invRequestThreshold: see checkRequest.
+	invRequestRefused   = "no-start-for-refused-request"
+	invRequestOnce      = "request-answered-once"
+	invRequestThreshold = "request-within-threshold"
+	// invRequestWaits: a request never takes a slot of spec.maxInFlight ahead of a node that is
+	// really down: no first CR answering the request of a node whose conditions are healthy leaves,
+	// with it, at least maxInFlight selected nodes under remediation (running CRs of the
+	// NodeHealthCheck) while another selected node gets none that is certainly owed a remediation
+	// (as no-stuck-remediation judges it, the in-flight bound aside) in every state of the step in
+	// which the request was pending. Checked at settled steps.
+	invRequestWaits = "request-waits-for-failures"
 )
 
 // livenessSteps is how many consecutive settled checks a node may be owed a remediation without
@@ -108,11 +147,15 @@ type crRecord struct {
 	ControlPlane bool
 	// CreatedAt is the CR's creationTimestamp (the API server's clock, whole seconds).
 	CreatedAt time.Time
-	Created   uint64
-	TimedOut  uint64 // first seen with the nhc-timed-out annotation
-	Failed    uint64 // first seen with Succeeded=False
-	Succeeded uint64 // first seen with Succeeded=True
-	Deleted   uint64
+	// RequestedAt is the time of the remediation request the CR answers (its requested-at
+	// annotation, RequestValue as written; zero: none, or not a time).
+	RequestedAt  time.Time
+	RequestValue string
+	Created      uint64
+	TimedOut     uint64 // first seen with the nhc-timed-out annotation
+	Failed       uint64 // first seen with Succeeded=False
+	Succeeded    uint64 // first seen with Succeeded=True
+	Deleted      uint64
 }
 
 func (c *crRecord) String() string {
@@ -186,6 +229,12 @@ type checker struct {
 	firstStepCRs []*crRecord
 	starts       []*crRecord
 	recorded     map[types.UID]bool
+	// exhausted are the remediations (NodeHealthCheck/node) that answer a request whose steps were
+	// seen exhausted, with the step they were first seen so.
+	exhausted map[string]int
+	// downOwed are, by NodeHealthCheck, the nodes owed a remediation but for spec.maxInFlight at the
+	// last check (nil: it was not settled).
+	downOwed map[string][]string
 	// stats say how much the run exercised the invariants.
 	stats checkerStats
 }
@@ -204,11 +253,26 @@ type checkerStats struct {
 	// machineOwned are the new CRs with a Machine owner, claimedElsewhere those of a node that
 	// claimed another Machine or none (before or after the step).
 	machineOwned, claimedElsewhere int
+	// backdatedHeld are the node-checks at which a failure a slow writer dated back had lasted its
+	// duration by its lastTransitionTime but not since it was written.
+	backdatedHeld int
+	// requestStarts are the remediations started for requests, requestRefusedStarts those for a
+	// request that is refused or not due; requestOwed the node-checks at which a node was owed a
+	// remediation for its request; requestWaited those at which a pending request of a healthy node
+	// waited for a node really down (the in-flight bound) or for the threshold's headroom.
+	requestStarts, requestRefusedStarts, requestOwed, requestWaited int
+	// unknownHeld are the node-checks at which a CR of conv-1's kind was live, its owner's lease
+	// recorded, while the leader could not read the kind; unknownWaited those at which a node due
+	// waited for the kind.
+	unknownHeld, unknownWaited int
+	// removalHeld are the node-checks at which a node due was held by its removal, removalOver the
+	// remediations started of nodes being removed by NodeHealthChecks that skip them (past the hold).
+	removalHeld, removalOver int
 }
 
 func newChecker(initial *state, rv uint64) *checker {
 	return &checker{hist: []*state{initial}, rvs: []uint64{rv}, owed: map[string]int{}, left: map[string]bool{},
-		firstSteps: map[types.UID]int{}, recorded: map[types.UID]bool{}}
+		firstSteps: map[types.UID]int{}, recorded: map[types.UID]bool{}, exhausted: map[string]int{}}
 }
 
 // stepStates returns the model's states through a step: the one before it, those between the
@@ -283,6 +347,19 @@ func (k *checker) check(cur *state, snap snapshot) []violation {
 			report(invForeignLease, "the lease of node %s, which %s holds until %s, is gone or someone else's", name, maintenanceHolder, n.LeasedUntil.Format(time.TimeOnly))
 		}
 	}
+	if allStates(states, func(s *state) bool { return s.ConvBlind }) {
+		for _, c := range snap.CRs {
+			held, ok := cur.ConvLeases[c.Node]
+			if c.Kind != convKind || !c.liveAt(snap.RV) || !ok || held.Holder != leaseHolderPrefix+c.Owner {
+				continue
+			}
+			k.stats.unknownHeld++
+			if !slices.ContainsFunc(snap.Leases, func(l leaseInfo) bool { return l.UID == held.UID && l.Holder == held.Holder }) && !k.left["unknown/"+string(c.UID)] {
+				k.left["unknown/"+string(c.UID)] = true
+				report(invUnknown, "the lease of node %s, which %s held for %s when its kind became unreadable, is gone or someone else's while the leader cannot read the kind", c.Node, held.Holder, c)
+			}
+		}
+	}
 	k.checkLiveness(cur, snap, report)
 	return out
 }
@@ -312,7 +389,20 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	others := liveOn(crs, c.Node, c.Created, c)
 	first := !slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID })
 
+	requested := c.RequestValue != ""
+	if requested {
+		k.checkRequest(c, first, others, states, crs, report)
+	}
 	switch {
+	case requested && !first:
+		// An escalation of a remediation that answers a request: checkRequest judged its time.
+	case requested:
+		if allStates(states, func(s *state) bool {
+			return s.whyNoRequest(s.NHCs[c.Owner], s.Nodes[c.Node]) != "" && s.whyNotDue(s.NHCs[c.Owner], s.Nodes[c.Node]) != ""
+		}) {
+			report(invUnwarranted, "%s started a remediation for a request of a node that is not due for it: before the step %s, after it %s",
+				c, prev.whyNoRequest(hPrev, before), cur.whyNoRequest(h, after))
+		}
 	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].matched(s.Nodes[c.Node]) }):
 		report(invUnwarranted, "%s created for a node healthy throughout the step (before: %s, after: %s)", c, before, after)
 	case !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].selects(s.Nodes[c.Node]) }):
@@ -340,6 +430,22 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	}
 	if c.ControlPlane && !before.ControlPlane {
 		report(invMachine, "%s is labelled control-plane, but node %s is a worker (it claimed Machine %q before the step, %q after it)", c, c.Node, before.Machine, after.Machine)
+	}
+
+	if first && !requested {
+		k.checkBackdated(c, states, report)
+	}
+	if first {
+		if anyState(states, func(s *state) bool {
+			return s.NHCs[c.Owner].Spec.SkipNodesBeingRemoved && s.Nodes[c.Node].RemovedBy != ""
+		}) {
+			k.stats.removalOver++
+		}
+		if allStates(states, func(s *state) bool { return s.removalHolds(s.NHCs[c.Owner], s.Nodes[c.Node]) }) {
+			n := cur.Nodes[c.Node]
+			report(invRemoval, "%s started a remediation of a node being removed by %s since %s, within the removal hold (%s) throughout the step",
+				c, n.RemovedBy, n.RemovalSince.Format(time.TimeOnly), removalHold)
+		}
 	}
 
 	if first {
@@ -376,6 +482,10 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 		k.checkInFlight(c, states, crs, report)
 		k.checkFailureDomain(c, states, report)
 	}
+	if !first && after.Exists && after.CreatedStep > 0 &&
+		!slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID && !after.Created.After(o.CreatedAt) }) {
+		report(invReplaced, "%s escalates onto node %s, created again at %s, a remediation of its previous object", c, c.Node, after.Created.Format(time.TimeOnly))
+	}
 	firstStep := allStates(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template })
 	if !first || !anyState(states, func(s *state) bool { return s.NHCs[c.Owner].firstStep() == c.Template }) {
 		k.stats.escalations++
@@ -390,6 +500,9 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	for _, o := range others {
 		if o.OwnerUID != c.OwnerUID {
 			report(invOneNHC, "%s created while %s of another NodeHealthCheck exists", c, o)
+			if o.Kind == convKind && allStates(states, func(s *state) bool { return s.ConvBlind }) {
+				report(invUnknown, "%s created while %s, of a kind the leader cannot read, may run", c, o)
+			}
 			break
 		}
 	}
@@ -416,6 +529,74 @@ func (k *checker) checkNew(c *crRecord, prev, cur *state, crs []*crRecord, repor
 	}
 }
 
+// checkRequest judges a CR that answers a remediation request (its requested-at annotation):
+//   - no-start-for-refused-request: a first CR answers the node's request as the driver wrote it,
+//     in some state of the step where the NodeHealthCheck takes requests and the request is pending
+//     (a time, not refused as dated beyond the bound or expired, its time come); a later step
+//     answers the request its remediation's CRs answer;
+//   - request-answered-once: no two remediations (first CRs) answer the same request of one node
+//     object;
+//   - request-within-threshold: a node whose conditions are healthy throughout the step (it is
+//     unhealthy only for its request) starts only where, in some state of the step, its start leaves
+//     at least the required healthy selected nodes (Ready, without the NodeHealthCheck's CRs).
+func (k *checker) checkRequest(c *crRecord, first bool, others []*crRecord, states []*state, crs []*crRecord, report func(string, string, ...any)) {
+	if !first {
+		if !slices.ContainsFunc(others, func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID && o.RequestValue == c.RequestValue }) {
+			report(invRequestRefused, "%s answers request %s, which no earlier CR of its remediation answers", c, c.RequestValue)
+		}
+		return
+	}
+	k.stats.requestStarts++
+	var whys []string
+	accepted := false
+	for _, s := range states {
+		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+		switch {
+		case !n.RequestAt.Equal(c.RequestedAt) || c.RequestedAt.IsZero():
+			whys = append(whys, fmt.Sprintf("the node's request is %s@%s", cmp.Or(n.Request, "none"), n.RequestAt.Format(time.TimeOnly)))
+		case !h.Spec.AllowRemediationRequests:
+			whys = append(whys, c.Owner+" does not take requests")
+		case h.Spec.DryRun:
+			whys = append(whys, c.Owner+" is in dry-run, which ignores requests")
+		case !n.requestPending(s.Now):
+			whys = append(whys, fmt.Sprintf("the request (%s) is refused or not due at %s", n.Request, s.Now.Format(time.TimeOnly)))
+		default:
+			accepted = true
+		}
+	}
+	if !accepted {
+		k.stats.requestRefusedStarts++
+		report(invRequestRefused, "%s answers request %s, which the operator must refuse or wait for throughout the step: %s", c, c.RequestValue, strings.Join(whys, "; "))
+	}
+	for _, o := range k.starts {
+		if o != c && o.Node == c.Node && o.RequestValue == c.RequestValue && o.Created < c.Created && !states[len(states)-1].Nodes[c.Node].Created.After(o.CreatedAt) {
+			report(invRequestOnce, "%s answers request %s of node %s, which %s answered already", c, c.RequestValue, c.Node, o)
+			break
+		}
+	}
+	if !allStates(states, func(s *state) bool { n := s.Nodes[c.Node]; return n.Exists && n.Ready == corev1.ConditionTrue }) {
+		return // unhealthy by its conditions too: counted unhealthy already
+	}
+	var details []string
+	for _, s := range states {
+		h := s.NHCs[c.Owner]
+		selected := s.selected(h)
+		required, ok := requiredHealthy(len(selected), h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+		healthy := 0
+		for _, name := range selected {
+			if name != c.Node && s.Nodes[name].Ready == corev1.ConditionTrue &&
+				!slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
+				healthy++
+			}
+		}
+		if ok && healthy >= required {
+			return
+		}
+		details = append(details, fmt.Sprintf("%d other selected nodes healthy without CRs, %d required", healthy, required))
+	}
+	report(invRequestThreshold, "%s started a remediation for a request of a healthy node that leaves too few healthy nodes in every state of the step: %s", c, strings.Join(details, "; "))
+}
+
 // checkInFlight judges a first CR against spec.maxInFlight: within the limit in some state of the
 // step, counting the other selected nodes that are not Ready and have a live CR of the owner when
 // it was created.
@@ -430,7 +611,7 @@ func (k *checker) checkInFlight(c *crRecord, states []*state, crs []*crRecord, r
 		running := 0
 		for _, name := range s.selected(sh) {
 			if name != c.Node && s.Nodes[name].Ready != corev1.ConditionTrue &&
-				slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.liveAt(c.Created) }) {
+				slices.ContainsFunc(crs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.runningAt(c.Created) }) {
 				running++
 			}
 		}
@@ -455,6 +636,33 @@ func (k *checker) checkFailureDomain(c *crRecord, states []*state, report func(s
 		details = append(details, detail)
 	}
 	report(invFailureDomain, "%s started a remediation in a failure domain over its bound in every state of the step: %s", c, strings.Join(details, "; "))
+}
+
+// checkBackdated judges a new remediation against the time its node's failure was written: in
+// some state of the step where the node is unhealthy for its NodeHealthCheck, the failure counts
+// from its lastTransitionTime (written within the bound of it, or a manager started since that
+// trusts it) or has lasted the condition's duration since it was written.
+func (k *checker) checkBackdated(c *crRecord, states []*state, report func(string, string, ...any)) {
+	var whys []string
+	for _, s := range states {
+		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
+		if h == nil || !h.matched(n) {
+			continue
+		}
+		if !n.slowWrite() || s.Managers > n.WrittenManagers {
+			return // not dated back, or a manager that trusts the time may lead: no-unwarranted-cr judges it
+		}
+		d, _ := h.duration(n)
+		from := s.earliestCount(n)
+		if !s.Now.Before(from.Add(d)) {
+			return
+		}
+		whys = append(whys, fmt.Sprintf("at %s Ready=%s dated %s, written at %s: %s of its %s since then",
+			s.Now.Format(time.TimeOnly), n.Ready, n.Since.Format(time.TimeOnly), n.Written.Format(time.TimeOnly), s.Now.Sub(from), d))
+	}
+	if len(whys) > 0 {
+		report(invBackdated, "%s started a remediation of a failure a slow writer dated back, before its duration since it was written: %s", c, strings.Join(whys, "; "))
+	}
 }
 
 // appearedAt returns the step in which a CR appeared, from the check RVs.
@@ -497,8 +705,11 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 			report(inv, format, args...)
 		}
 	}
+	// Unknown is not free: while conv-1's kind cannot be read, its CRs stay, and so do the leases of
+	// the NodeHealthChecks that use it or have CRs of it.
+	convDown := anyState(stepStates(prev, cur), func(s *state) bool { return s.ConvDown })
 	for _, c := range snap.CRs {
-		if !c.liveAt(snap.RV) {
+		if !c.liveAt(snap.RV) || (convDown && c.Kind == convKind) {
 			continue
 		}
 		h := cur.NHCs[c.Owner]
@@ -506,19 +717,77 @@ func (k *checker) checkLeftBehind(prev, cur *state, snap snapshot, report func(s
 		if h == nil || appeared == cur.Step {
 			continue // a CR gets the step after the one it appeared in
 		}
-		if why := k.gone(c.Node, h, prev, cur, h.healthyDelay(), appeared); why != "" {
+		if n := cur.Nodes[c.Node]; n.Exists && n.Created.After(c.CreatedAt) && n.CreatedStep < cur.Step && c.Node != cur.Poisoned && c.Node != prev.Poisoned {
+			once(string(c.UID), invReplaced, "%s of node %s's previous object (created %s) left behind: the node was created again at %s, in step %d",
+				c, c.Node, c.CreatedAt.Format(time.TimeOnly), n.Created.Format(time.TimeOnly), n.CreatedStep)
+			continue
+		}
+		if why := k.gone(c.Node, h, prev, cur, h.healthyDelay(), appeared); why != "" && !k.requestRuns(h, c.Node, cur, snap) {
 			once(string(c.UID), invLeftCR, "%s left behind: %s", c, why)
 		}
 	}
 	for _, l := range snap.Leases {
 		owner, ours := strings.CutPrefix(l.Holder, leaseHolderPrefix)
-		if !ours {
+		if !ours || (convDown && k.mayUseConv(owner, prev, cur, snap)) {
 			continue
 		}
-		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" {
+		if why := k.gone(l.Node, cur.NHCs[owner], prev, cur, 0, 0); why != "" && !k.requestRuns(cur.NHCs[owner], l.Node, cur, snap) {
 			once(string(l.UID)+"/"+l.Holder, invLeftLease, "lease node-%s of %s left behind: %s", l.Node, l.Holder, why)
 		}
 	}
+}
+
+// mayUseConv reports whether the NodeHealthCheck uses conv-1's kind before or after the step, or
+// has live CRs of it.
+func (k *checker) mayUseConv(owner string, prev, cur *state, snap snapshot) bool {
+	for _, s := range stepStates(prev, cur) {
+		if h := s.NHCs[owner]; h != nil && h.usesConv() {
+			return true
+		}
+	}
+	return slices.ContainsFunc(snap.CRs, func(c *crRecord) bool { return c.Owner == owner && c.Kind == convKind && c.liveAt(snap.RV) })
+}
+
+// requestRuns reports whether the node's remediation by h answers a request and may go on
+// although the node's conditions are healthy: until a CR of it reports Succeeded=True, the node's
+// conditions change after its first CR answering the request appeared, or its steps are exhausted
+// (no CR runs, one of the last step's timed out or failed), seen at an earlier check. The node
+// exists and is selected.
+func (k *checker) requestRuns(h *nhc, node string, cur *state, snap snapshot) bool {
+	n := cur.Nodes[node]
+	if h == nil || !h.selects(n) {
+		return false
+	}
+	var live []*crRecord
+	var first *crRecord
+	for _, c := range snap.CRs {
+		if c.Owner == h.Name && c.Node == node && c.liveAt(snap.RV) {
+			live = append(live, c)
+			if c.RequestValue != "" && (first == nil || c.Created < first.Created) {
+				first = c
+			}
+		}
+	}
+	if first == nil {
+		return false
+	}
+	if slices.ContainsFunc(live, func(c *crRecord) bool { return c.Succeeded != 0 && c.Succeeded <= snap.RV }) {
+		return false
+	}
+	if appeared := k.appearedAt(first); k.hist[appeared].Nodes[node].Writes != n.Writes {
+		return false // the conditions changed: answered
+	}
+	key := h.Name + "/" + node
+	exhausted := !slices.ContainsFunc(live, func(c *crRecord) bool { return c.runningAt(snap.RV) }) &&
+		slices.ContainsFunc(live, func(c *crRecord) bool { return c.Template == h.lastStep() })
+	if !exhausted {
+		delete(k.exhausted, key)
+		return true
+	}
+	if _, seen := k.exhausted[key]; !seen {
+		k.exhausted[key] = cur.Step
+	}
+	return k.exhausted[key] == cur.Step // the step after it is seen exhausted, its CRs go
 }
 
 // checkLiveness counts, for each NodeHealthCheck and node, how many settled checks in a row the
@@ -532,6 +801,7 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 	}
 	if !snap.Settled || k.backoff {
 		clear(k.owed)
+		k.downOwed = nil
 		return
 	}
 	hasCR := func(node string, owner string) bool {
@@ -561,47 +831,179 @@ func (k *checker) checkLiveness(cur *state, snap snapshot, report func(string, s
 		}
 		return len(nodes)
 	}
+	// maybeAnswered reports whether a remediation of the node may have answered its request: a CR
+	// of it was live at some moment since the step before the request was written.
+	maybeAnswered := func(n node) bool {
+		from := k.rvs[max(n.RequestStep-1, 0)]
+		return n.RequestAt.Compare(n.PrevRequestAt) <= 0 || slices.ContainsFunc(snap.CRs, func(c *crRecord) bool {
+			return c.Node == n.Name && (c.Deleted == 0 || c.Deleted > from)
+		})
+	}
+	downOwed := map[string][]string{} // by NodeHealthCheck: the nodes owed a remediation but for maxInFlight
+	// While conv-1's kind cannot be read (in some state of the step), the NodeHealthChecks that may
+	// use it wait, no control-plane node starts (another's remediation of the kind could not be
+	// seen), nor a node such a NodeHealthCheck selects (its status may list it with a CR of the kind).
+	prev := k.hist[max(len(k.hist)-2, 0)]
+	convDown := anyState(stepStates(prev, cur), func(s *state) bool { return s.ConvDown })
+	unknownHolds := func(hn string, n node) bool {
+		if !convDown {
+			return false
+		}
+		if n.ControlPlane || k.mayUseConv(hn, prev, cur, snap) {
+			return true
+		}
+		for _, g := range cur.nhcNames() {
+			if k.mayUseConv(g, prev, cur, snap) && (cur.NHCs[g].selects(n) || prev.NHCs[g].selects(prev.Nodes[n.Name])) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, hn := range cur.nhcNames() {
 		h := cur.NHCs[hn]
 		selected := cur.selected(h)
-		healthy, returned := 0, 0
+		healthy, returned, requests := 0, 0, 0
 		for _, name := range selected {
-			if n := cur.Nodes[name]; !h.matched(n) && !hasCR(name, h.Name) {
+			n := cur.Nodes[name]
+			if !h.matched(n) && !hasCR(name, h.Name) {
 				healthy++
 				if cur.cameBack(n) {
 					returned++
 				}
+				if cur.whyNoRequest(h, n) == "" && !maybeAnswered(n) {
+					requests++
+				}
 			}
 		}
 		required, ok := requiredHealthy(len(selected), h.Spec.MinHealthy, h.Spec.MaxUnhealthy)
+		type verdict struct {
+			name      string
+			byRequest bool
+		}
+		var due []verdict
 		for _, name := range cur.nodeNames() {
-			key := hn + "/" + name
 			n := cur.Nodes[name]
+			if h.matched(n) && cur.earliestCount(n) != n.Since && h.unhealthyPast(n, cur.Now) && !h.unhealthyPast(withSince(n, cur.earliestCount(n)), cur.Now) {
+				k.stats.backdatedHeld++
+			}
+			// Due as the leader counts the failure at the latest (node.latestCount).
+			counted := n
+			if from, known := n.latestCount(); known {
+				counted.Since = from
+			} else {
+				counted.Since = cur.Now.Add(time.Hour) // not shown by the leader's watch for certain yet
+			}
+			switch {
+			case cur.whyNotDue(h, counted) == "":
+				due = append(due, verdict{name: name})
+			case n.Ready == corev1.ConditionTrue && cur.whyNoRequest(h, n) == "" && !maybeAnswered(n):
+				// Unhealthy only for its request: it takes the threshold's headroom and waits for the
+				// nodes that are really down and for earlier requests.
+				if healthy-1 < required || requests > 1 {
+					k.stats.requestWaited++
+					continue
+				}
+				due = append(due, verdict{name: name, byRequest: true})
+			}
+		}
+		for _, v := range due {
+			name, n := v.name, cur.Nodes[v.name]
 			// The returning-node hold: the threshold must hold without the nodes that just came back.
-			owed := cur.whyNotDue(h, n) == "" && ok && healthy-returned >= required && !hasCR(name, "") &&
+			owed := ok && healthy-returned >= required && !hasCR(name, "") &&
 				!(n.ControlPlane && controlPlaneBusy) && !leasedByOther(name, leaseHolderPrefix+hn) && name != cur.Poisoned
 			if over, _ := cur.domainOver(h, n); owed && over {
 				k.stats.domainHeld++
 				owed = false // its domain lost more nodes than the bound
 			}
-			if owed && h.Spec.MaxInFlight != nil && remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() {
-				k.stats.inFlightHeld++
-				owed = false // it waits for a remediation to end
+			if owed && cur.removalMayHold(h, n) {
+				k.stats.removalHeld++
+				owed = false // its removal may hold it still
 			}
 			if owed && budgetMayBeExhausted(h, n, cur.Now, snap.CRs) {
 				k.stats.budgetHeld++
 				owed = false
 			}
+			if owed && unknownHolds(hn, n) {
+				k.stats.unknownWaited++
+				owed = false
+			}
+			if owed && !v.byRequest {
+				downOwed[hn] = append(downOwed[hn], name)
+			}
+			switch {
+			case !owed || h.Spec.MaxInFlight == nil:
+			case v.byRequest && (remediating(h.Name) >= h.Spec.MaxInFlight.IntValue() || len(downOwed[hn]) > 0):
+				k.stats.requestWaited++
+				owed = false // it waits for a remediation to end; nodes really down go first
+			case remediating(h.Name) >= h.Spec.MaxInFlight.IntValue():
+				k.stats.inFlightHeld++
+				owed = false // it waits for a remediation to end
+			}
+			key := hn + "/" + name
 			if !owed {
 				delete(k.owed, key)
 				continue
+			}
+			if v.byRequest {
+				k.stats.requestOwed++
 			}
 			k.owed[key]++
 			k.stats.owed++
 			k.stats.longestOwed = max(k.stats.longestOwed, k.owed[key])
 			if k.owed[key] == livenessSteps {
-				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: Ready=%s since %s, %d of %d selected nodes healthy (%d of them just back), %d required",
-					n, hn, livenessSteps, n.Ready, n.Since.Format(time.TimeOnly), healthy, len(selected), returned, required)
+				what := fmt.Sprintf("Ready=%s since %s", n.Ready, n.Since.Format(time.TimeOnly))
+				if v.byRequest {
+					what = fmt.Sprintf("its request dated %s", n.RequestAt.Format(time.TimeOnly))
+				}
+				report(invLiveness, "node %s has been owed a remediation by %s for %d settled steps without a CR: %s, %d of %d selected nodes healthy (%d of them just back), %d required",
+					n, hn, livenessSteps, what, healthy, len(selected), returned, required)
+			}
+		}
+	}
+	k.checkRequestWaits(cur, snap, downOwed, report)
+	k.downOwed = downOwed
+}
+
+// checkRequestWaits judges the remediations started in this step for requests of nodes whose
+// conditions are healthy against spec.maxInFlight's order (invRequestWaits): downOwed are the nodes
+// owed a remediation (but for the in-flight bound) at this check, k.downOwed at the one before.
+func (k *checker) checkRequestWaits(cur *state, snap snapshot, downOwed map[string][]string, report func(string, string, ...any)) {
+	if len(k.hist) < 2 {
+		return
+	}
+	prev := k.hist[len(k.hist)-2]
+	lo := k.rvs[len(k.rvs)-2]
+	states := stepStates(prev, cur)
+	for _, c := range snap.CRs {
+		h := cur.NHCs[c.Owner]
+		if c.Created <= lo || c.Created > snap.RV || c.RequestValue == "" || h == nil ||
+			slices.ContainsFunc(liveOn(snap.CRs, c.Node, c.Created, c), func(o *crRecord) bool { return o.OwnerUID == c.OwnerUID }) ||
+			!allStates(states, func(s *state) bool {
+				return s.NHCs[c.Owner].Spec.MaxInFlight != nil && s.Nodes[c.Node].Ready == corev1.ConditionTrue
+			}) {
+			continue
+		}
+		limit := h.Spec.MaxInFlight.IntValue()
+		running := 0
+		for _, name := range cur.selected(h) {
+			if slices.ContainsFunc(snap.CRs, func(o *crRecord) bool { return o.Node == name && o.OwnerUID == c.OwnerUID && o.runningAt(c.Created) }) {
+				running++
+			}
+		}
+		if running < limit {
+			continue
+		}
+		// The request could start only where it was pending: the node owed must be owed in every
+		// such state (the states between a burst's moves are not judged).
+		pending := func(s *state) bool { return s.whyNoRequest(s.NHCs[c.Owner], s.Nodes[c.Node]) == "" }
+		if slices.ContainsFunc(cur.Mids, pending) || (pending(prev) && k.downOwed == nil) {
+			continue
+		}
+		for _, d := range downOwed[c.Owner] {
+			if d != c.Node && (!pending(prev) || slices.Contains(k.downOwed[c.Owner], d)) && len(liveOn(snap.CRs, d, c.Created, nil)) == 0 {
+				report(invRequestWaits, "%s started a remediation for the request of a healthy node, the %d-th of maxInFlight %d, while node %s, down, was owed one wherever the request was pending in the step and got none",
+					c, running, limit, cur.Nodes[d])
+				break
 			}
 		}
 	}
@@ -627,6 +1029,9 @@ func (k *checker) checkHeld(c *crRecord, what string, states []*state, report fu
 
 // checkDeleted judges a CR deleted during the step.
 func (k *checker) checkDeleted(c *crRecord, states []*state, report func(string, string, ...any)) {
+	if n := states[len(states)-1].Nodes[c.Node]; n.Created.After(c.CreatedAt) {
+		return // a CR of the node's previous object (replaced-node-is-new)
+	}
 	for _, s := range states {
 		h, n := s.NHCs[c.Owner], s.Nodes[c.Node]
 		if h == nil || !h.selects(n) || !h.matched(n) {
@@ -750,3 +1155,9 @@ func mayBeOldest(c *crRecord, crs []*crRecord) bool {
 }
 
 func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }
+
+// withSince returns the node with its Ready condition counted from since.
+func withSince(n node, since time.Time) node {
+	n.Since = since
+	return n
+}

@@ -44,6 +44,17 @@ type node struct {
 	Ready        corev1.ConditionStatus
 	// Since is the Ready condition's lastTransitionTime (fake time).
 	Since time.Time
+	// Written is when (fake time) the driver wrote the Ready condition: Since, or later for a slow
+	// writer, whose clock dates the change back (slow). WrittenManagers is how many managers had
+	// started by then: one started later lists the node and trusts its time (the operator's memory
+	// of condition changes is its process's).
+	Written         time.Time
+	WrittenManagers int
+	// SeenBy is the fake time by which the leader's watch showed the write: the end of the first
+	// settled step since (zero until then). The operator counts a condition from its
+	// lastTransitionTime when its watch showed the change within the bound of it, otherwise from
+	// when it showed it (watch.ConditionChanges): at the latest from SeenBy.
+	SeenBy time.Time
 	// HealthyFrom is the step after which the node has been Ready=True without interruption (valid
 	// while Ready is True); a node that flapped within a step is healthy from that step.
 	HealthyFrom int
@@ -51,6 +62,8 @@ type node struct {
 	// (the API server's clock, whole seconds): the returning-node hold tells a node that came back
 	// from one that joined by it.
 	Created time.Time
+	// CreatedStep is the step that created the node object (0: the initial world).
+	CreatedStep int
 	// Failures counts the node's failures (Ready turning from True to False or Unknown), for the
 	// moves that make one node fail again and again (the repair budget).
 	Failures int
@@ -65,6 +78,45 @@ type node struct {
 	// Machine is the Cluster API Machine the node's cluster.x-k8s.io/machine annotation claims (""
 	// none): its own (machineOf), or another node's, as a compromised kubelet may write it.
 	Machine string
+	// RemovedBy says who is removing the node ("": nobody): "autoscaler" (taint
+	// ToBeDeletedByClusterAutoscaler, its value the unix time the removal began), "karpenter" (taint
+	// karpenter.sh/disrupted, no time: the operator counts from when it first saw it) or "deletion"
+	// (deleted while a finalizer keeps it). RemovalSince is when the removal began, on the decisions'
+	// clock: the autoscaler's value, the deletion's timestamp (the API server's clock), the move's
+	// fake time for Karpenter (the earliest the operator can have seen it).
+	RemovedBy    string
+	RemovalSince time.Time
+	// Writes counts the driver's writes that changed the node's Ready condition, its status or time
+	// (and its creations): a remediation that answers a request of a healthy node lasts until its
+	// conditions change.
+	Writes int
+	// Request is the kind of the node's remediation request the driver wrote last ("": none):
+	// "now" (dated now), "ahead" (5s ahead, within the clock-skew bound: it waits for its time),
+	// "future" (10m ahead: refused), "old" (25h back: expired) or "junk" (not a time: refused);
+	// RequestAt its time (zero for junk) and RequestStep the step that wrote it. A new Node object
+	// (recreate) has none.
+	Request     string
+	RequestAt   time.Time
+	RequestStep int
+	// PrevRequestAt is the latest time of the requests written on this Node object before it: the
+	// operator's handled record of the node is never later (but a forged one, which it refuses).
+	PrevRequestAt time.Time
+	// HandledForged is set once the node's kubelet wrote a remediation-request-handled annotation
+	// dated an hour ahead (forged: the operator ignores it).
+	HandledForged bool
+}
+
+// requestTimes are the times each kind of request is dated at, from now. A request dated beyond the
+// clock-skew bound ("future") is refused while it is, then pending from its time on, as one
+// within the bound ("ahead") is; an "old" one is expired.
+var requestTimes = map[string]time.Duration{"now": 0, "ahead": 5 * time.Second, "future": 10 * time.Minute, "old": -25 * time.Hour}
+
+// requestPending reports whether the node's request is one the operator takes at now, and its time
+// has come (it may have been answered meanwhile): a time, no later than now (one dated beyond the
+// clock-skew bound is refused until its time is within it, then waits for it), not older than
+// RemediationRequestMaxAge.
+func (n node) requestPending(now time.Time) bool {
+	return n.Request != "" && !n.RequestAt.IsZero() && !now.Before(n.RequestAt) && now.Sub(n.RequestAt) <= remediationv1alpha1.RemediationRequestMaxAge
 }
 
 // The Machines: every node of the initial world has one, in the template namespace (so that it can
@@ -131,6 +183,18 @@ func (n node) String() string {
 	if n.Machine != machineOf(n.Name) {
 		s += " claims Machine " + cmp.Or(n.Machine, "none")
 	}
+	if n.RemovedBy != "" {
+		s += " removed by " + n.RemovedBy + " since " + n.RemovalSince.Format(time.TimeOnly)
+	}
+	if n.Request != "" {
+		s += " request " + n.Request
+		if !n.RequestAt.IsZero() {
+			s += "@" + n.RequestAt.Format(time.TimeOnly)
+		}
+	}
+	if n.HandledForged {
+		s += " handled forged"
+	}
 	return s + "]"
 }
 
@@ -151,6 +215,15 @@ func (h *nhc) firstStep() string {
 	}
 	first := slices.MinFunc(h.Spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
 	return first.RemediationTemplate.Name
+}
+
+// lastStep returns the name of the template of the last escalation step (the single template).
+func (h *nhc) lastStep() string {
+	if h.Spec.RemediationTemplate != nil {
+		return h.Spec.RemediationTemplate.Name
+	}
+	last := slices.MaxFunc(h.Spec.EscalatingRemediations, func(a, b remediationv1alpha1.EscalatingRemediation) int { return a.Order - b.Order })
+	return last.RemediationTemplate.Name
 }
 
 // disabled reports whether the NodeHealthCheck references a template that does not exist.
@@ -200,6 +273,16 @@ func (h *nhc) unhealthyPast(n node, now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// duration returns the duration of the unhealthy condition that matches the node's Ready status.
+func (h *nhc) duration(n node) (time.Duration, bool) {
+	for _, c := range h.Spec.UnhealthyConditions {
+		if c.Type == corev1.NodeReady && c.Status == n.Ready {
+			return c.Duration.Duration, true
+		}
+	}
+	return 0, false
 }
 
 // whyNotDue says why the node is not due for a new remediation by this NodeHealthCheck at now;
@@ -283,6 +366,17 @@ type state struct {
 	// Skew is the offset of the managers' skew monitors' clock from the API server's (see
 	// managers.skew): beyond maxClockSkew nothing starts or escalates.
 	Skew time.Duration
+	// Managers is how many managers have started so far (the driver's count, managers.seq);
+	// LeaderSince is when (fake time) the leader last changed: a new leader's gatherer first sees a
+	// removal without a time then.
+	Managers    int
+	LeaderSince time.Time
+	// ConvDown is set while conv-1's conversion webhook is down: its kind cannot be read in the
+	// version the operator reads, once an object of it changed. ConvBlind is set once the leader
+	// changed since (a new leader's informer of the kind never synced: the kind is unknown to it).
+	// ConvLeases are the node leases the owners of the kind's CRs held when it went down, by node.
+	ConvDown, ConvBlind bool
+	ConvLeases          map[string]leaseInfo
 	// Mids are the states between the moves of a burst (a step of several moves without settling),
 	// in order; the step's states are the one before it, these, and this one.
 	Mids []*state
@@ -293,10 +387,14 @@ type state struct {
 const (
 	maxClockSkew = 10 * time.Second
 	returnGrace  = health.DefaultReturnGrace
+	// removalHold is their --removal-hold, the production default: how long a node's removal holds
+	// back its remediation where a NodeHealthCheck skips nodes being removed.
+	removalHold = health.DefaultRemovalHold
 )
 
 func (s *state) clone() *state {
-	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew}
+	c := &state{Step: s.Step, Now: s.Now, Nodes: maps.Clone(s.Nodes), NHCs: map[string]*nhc{}, Poisoned: s.Poisoned, Skew: s.Skew, Managers: s.Managers, LeaderSince: s.LeaderSince,
+		ConvDown: s.ConvDown, ConvBlind: s.ConvBlind, ConvLeases: s.ConvLeases}
 	for k, v := range s.NHCs {
 		cp := *v
 		cp.Spec = *v.Spec.DeepCopy()
@@ -323,12 +421,69 @@ func (s *state) whyNotDue(h *nhc, n node) string {
 	return ""
 }
 
+// whyNoRequest says why the NodeHealthCheck does not act on the node's remediation request in this
+// state (empty: it may start a remediation for it, if nothing holds it): the node is selected, not
+// excluded, the NodeHealthCheck takes requests, is not paused, disabled or in dry-run (which ignores
+// requests), the skew is within the bound, and the request is pending (node.requestPending).
+func (s *state) whyNoRequest(h *nhc, n node) string {
+	switch {
+	case !n.Exists:
+		return "the node does not exist"
+	case !h.selects(n):
+		return "not selected"
+	case n.Request == "":
+		return "no request"
+	case !h.Spec.AllowRemediationRequests:
+		return "the NodeHealthCheck does not take requests"
+	case !n.requestPending(s.Now):
+		return fmt.Sprintf("the request (%s) is refused or not due", n.Request)
+	case n.Excluded:
+		return "excluded by label"
+	case h.paused():
+		return "the NodeHealthCheck is paused"
+	case h.disabled():
+		return "the NodeHealthCheck references a missing template"
+	case h.Spec.DryRun:
+		return "the NodeHealthCheck is in dry-run"
+	case s.skewed():
+		return fmt.Sprintf("the clock skew (%s) is beyond the bound of %s", s.Skew, maxClockSkew)
+	}
+	return ""
+}
+
 // cameBack reports whether a healthy node came back less than returnGrace ago: its Ready
 // condition changed less than returnGrace ago, at least returnGrace after the node was created
 // (sooner, it joined the cluster). The returning-node hold does not count it.
 func (s *state) cameBack(n node) bool {
 	return n.Exists && n.Ready == corev1.ConditionTrue && !n.Since.After(s.Now) && s.Now.Before(n.Since.Add(returnGrace)) &&
 		!n.Created.IsZero() && n.Since.Sub(n.Created) >= returnGrace
+}
+
+// slowWrite reports whether the node's Ready condition was dated back by more than the bound
+// when it was written (a slow writer): the watch that shows the change does not trust its time.
+func (n node) slowWrite() bool { return n.Since.Before(n.Written.Add(-maxClockSkew)) }
+
+// earliestCount is the earliest time the operator may count the node's Ready condition from, in
+// this state: its lastTransitionTime, but for a slow write that every running manager's watch saw
+// (none started since), which counts from when it was written at the earliest.
+func (s *state) earliestCount(n node) time.Time {
+	if n.slowWrite() && s.Managers <= n.WrittenManagers {
+		return n.Written
+	}
+	return n.Since
+}
+
+// latestCount is the latest time the leader may count the node's Ready condition from: its
+// lastTransitionTime if its watch showed the change within the bound of it, otherwise when it
+// showed it, by SeenBy; ok is false while no settled step has passed since the write.
+func (n node) latestCount() (time.Time, bool) {
+	switch {
+	case n.SeenBy.IsZero():
+		return time.Time{}, false
+	case n.SeenBy.After(n.Since.Add(maxClockSkew)):
+		return n.SeenBy, true
+	}
+	return n.Since, true
 }
 
 // settledHealthy counts the selected nodes that are healthy and did not just come back: at least
@@ -365,10 +520,35 @@ func (s *state) gateClosed(h *nhc, n node) string {
 		return fmt.Sprintf("at most %d of %d selected nodes are healthy and not just back, %d required", s.settledHealthy(h), selected, required)
 	case n.Excluded:
 		return "the node is excluded by label"
+	case s.removalHolds(h, n):
+		return fmt.Sprintf("the node is being removed by %s since %s (the hold ends at %s at the earliest)", n.RemovedBy,
+			n.RemovalSince.Format(time.TimeOnly), n.RemovalSince.Add(removalHold).Format(time.TimeOnly))
 	case s.Now.Before(n.LeasedUntil):
 		return fmt.Sprintf("a maintenance operator holds the node's lease until %s", n.LeasedUntil.Format(time.TimeOnly))
 	}
 	return ""
+}
+
+// removalHolds reports whether the node's removal certainly holds back its remediation by h in
+// this state: h skips nodes being removed, and the removal began less than the removal hold ago
+// (counted from its earliest possible start).
+func (s *state) removalHolds(h *nhc, n node) bool {
+	return h.Spec.SkipNodesBeingRemoved && n.Exists && n.RemovedBy != "" && s.Now.Before(n.RemovalSince.Add(removalHold))
+}
+
+// removalMayHold reports whether the node's removal may still hold back its remediation by h: the
+// hold counted from the latest time the leader may count it from (for Karpenter's taint, which
+// carries no time, when the leader's gatherer first saw it: since the last change of leader at the
+// latest).
+func (s *state) removalMayHold(h *nhc, n node) bool {
+	if !h.Spec.SkipNodesBeingRemoved || !n.Exists || n.RemovedBy == "" {
+		return false
+	}
+	from := n.RemovalSince
+	if n.RemovedBy == "karpenter" && s.LeaderSince.After(from) {
+		from = s.LeaderSince
+	}
+	return s.Now.Before(from.Add(removalHold))
 }
 
 // domainOver reports whether the node's failure domain (its pool) holds more selected nodes that

@@ -153,6 +153,10 @@ func (r *recorder) observeLocked(u *unstructured.Unstructured) {
 			}
 		}
 		_, rec.ControlPlane = u.GetLabels()[remediationv1alpha1.ControlPlaneCRLabel]
+		if v, ok := u.GetAnnotations()[remediationv1alpha1.RemediationRequestedAtAnnotation]; ok {
+			rec.RequestedAt, _ = time.Parse(time.RFC3339, v)
+			rec.RequestValue = v
+		}
 		r.byUID[rec.UID] = rec
 	}
 	if _, marked := u.GetAnnotations()[remediationv1alpha1.NHCTimedOutAnnotation]; marked && rec.TimedOut == 0 {

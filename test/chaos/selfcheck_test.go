@@ -410,6 +410,9 @@ var gateClosers = []struct {
 	{"clock skew", func(h *history, s *state) { s.Skew = 5 * time.Minute }},
 	{"missing template", func(h *history, s *state) { templateConfigs[5].apply(&s.NHCs["workers"].Spec) }},
 	{"excluded", func(h *history, s *state) { setNode(s, "w01", func(n *node) { n.Excluded = true }) }},
+	{"being removed", func(h *history, s *state) {
+		setNode(s, "w01", func(n *node) { n.RemovedBy, n.RemovalSince = "karpenter", s.Now.Add(-time.Minute) })
+	}},
 	{"maintenance lease", func(h *history, s *state) {
 		setNode(s, "w01", func(n *node) { n.Maintained, n.LeasedUntil = true, s.Now.Add(time.Minute) })
 		h.leases = []leaseInfo{{Node: "w01", Holder: maintenanceHolder, Expires: s.Now.Add(time.Minute)}}
@@ -859,6 +862,21 @@ func TestCheckerInFlight(t *testing.T) {
 	})
 	h.cr("w02", "workers", 10)
 	expect(t, h.check())
+
+	// A remediation whose steps are exhausted (its last CR failed) holds no slot, though its node is
+	// still down and its CRs are kept.
+	h = newHistory(t)
+	h.step(func(s *state) {
+		s.NHCs["workers"].Spec.MaxInFlight = &one
+		h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		h.fail(s, "w02", corev1.ConditionFalse, time.Hour)
+	})
+	exhausted := h.cr("w01", "workers", 10)
+	expect(t, h.check())
+	h.step(nil)
+	exhausted.Failed = h.rv - 90
+	h.cr("w02", "workers", 20)
+	expect(t, h.check())
 }
 
 func TestCheckerFailureDomain(t *testing.T) {
@@ -877,4 +895,409 @@ func TestCheckerFailureDomain(t *testing.T) {
 	}
 	h.cr("w01", "workers", 10)
 	expect(t, h.check(), invFailureDomain)
+}
+
+func TestCheckerBackdated(t *testing.T) {
+	// A slow writer dates w01's failure 45s back; workers' Unknown lasts 30s.
+	slow := func(s *state) {
+		setNode(s, "w01", func(n *node) {
+			n.Ready, n.Since, n.Written, n.WrittenManagers, n.HealthyFrom = corev1.ConditionUnknown, s.Now.Add(-45*time.Second), s.Now, s.Managers, s.Step
+		})
+	}
+	t.Run("remediated as soon as it is written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invBackdated)
+	})
+	t.Run("remediated before its duration since it was written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(29 * time.Second) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check(), invBackdated)
+	})
+	t.Run("remediated once its duration passed since it was written", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a manager started since the write trusts its time", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(slow)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Managers++ })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("written within the bound", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			slow(s)
+			setNode(s, "w01", func(n *node) { n.Since = n.Written.Add(-maxClockSkew) })
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(20 * time.Second) }) // 30s since it is dated
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("not owed before the leader's watch certainly showed it", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			setNode(s, "w01", func(n *node) { n.SeenBy = time.Time{} })
+		})
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}
+
+func TestCheckerRemoval(t *testing.T) {
+	removed := func(how string, ago time.Duration) func(s *state) {
+		return func(s *state) {
+			setNode(s, "w01", func(n *node) {
+				n.Ready, n.Since, n.HealthyFrom = corev1.ConditionFalse, s.Now.Add(-time.Hour), s.Step
+				n.RemovedBy, n.RemovalSince = how, s.Now.Add(-ago)
+			})
+		}
+	}
+	for _, how := range []string{"autoscaler", "karpenter", "deletion"} {
+		t.Run("a start within the hold: "+how, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(removed(how, 29*time.Minute))
+			expect(t, h.check())
+			h.step(nil)
+			h.cr("w01", "workers", 10)
+			expect(t, h.check(), invRemoval)
+		})
+	}
+	t.Run("a start in the step that gave the removal up (cache lag)", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", time.Minute))
+		expect(t, h.check())
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.RemovedBy, n.RemovalSince = "", time.Time{} }) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a start after the hold", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", 29*time.Minute))
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("a NodeHealthCheck that does not skip nodes being removed", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			removed("deletion", time.Minute)(s)
+			s.NHCs["workers"].Spec.SkipNodesBeingRemoved = false
+		})
+		expect(t, h.check())
+		h.step(nil)
+		h.cr("w01", "workers", 10)
+		expect(t, h.check())
+	})
+	t.Run("owed once the hold has ended", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(removed("autoscaler", 40*time.Minute))
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check(), invLiveness)
+	})
+	t.Run("not owed while a new leader may have seen Karpenter's taint only lately", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			removed("karpenter", 40*time.Minute)(s)
+			s.LeaderSince = s.Now.Add(-time.Minute)
+		})
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}
+
+// request writes the node's request of the kind in the state, as the driver does.
+func request(s *state, name, kind string) {
+	setNode(s, name, func(n *node) {
+		n.Request, n.RequestAt, n.RequestStep = kind, time.Time{}, s.Step
+		if d, ok := requestTimes[kind]; ok {
+			n.RequestAt = s.Now.Add(d)
+		}
+	})
+}
+
+// requestCR records a first CR of the NodeHealthCheck answering the request dated at.
+func (h *history) requestCR(node, owner string, at time.Time, offset uint64) *crRecord {
+	c := h.cr(node, owner, offset)
+	c.RequestedAt, c.RequestValue = at, at.UTC().Format(time.RFC3339)
+	return c
+}
+
+func TestCheckerRequests(t *testing.T) {
+	for _, tc := range []struct {
+		name, node, owner, kind string
+		want                    []string
+	}{
+		{"a request dated now", "w01", "workers", "now", nil},
+		{"a request dated beyond the bound", "w01", "workers", "future", []string{invRequestRefused, invUnwarranted}},
+		{"a request dated a moment ahead, before its time", "w01", "workers", "ahead", []string{invRequestRefused, invUnwarranted}},
+		{"an expired request", "w01", "workers", "old", []string{invRequestRefused, invUnwarranted}},
+		{"a request that is not a time", "w01", "workers", "junk", []string{invRequestRefused, invUnwarranted}},
+		{"a request where requests are not taken", "cp1", "control-plane", "now", []string{invRequestRefused, invUnwarranted}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHistory(t)
+			h.step(func(s *state) { request(s, tc.node, tc.kind) })
+			at := h.cur.Nodes[tc.node].RequestAt
+			if at.IsZero() {
+				at = h.cur.Now
+			}
+			h.requestCR(tc.node, tc.owner, at, 10)
+			expect(t, h.check(), tc.want...)
+		})
+	}
+	t.Run("a request dated a moment ahead, at its time", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "ahead") })
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(5 * time.Second) })
+		h.requestCR("w01", "workers", h.cur.Nodes["w01"].RequestAt, 10)
+		expect(t, h.check())
+	})
+	t.Run("answered twice", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		at := h.cur.Nodes["w01"].RequestAt
+		c := h.requestCR("w01", "workers", at, 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(nil)
+		h.requestCR("w01", "workers", at, 10)
+		expect(t, h.check(), invRequestOnce)
+	})
+	t.Run("a later request answered again", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		c := h.requestCR("w01", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		c.Deleted = h.rv - 50
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w01", "now") })
+		h.requestCR("w01", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+	})
+	t.Run("a request within the threshold's headroom", func(t *testing.T) {
+		// workers: 6 of 9 must stay healthy; w01 and w02 are down and remediated, w04..w09 stay.
+		h := newHistory(t)
+		h.step(func(s *state) {
+			for _, n := range []string{"w01", "w02"} {
+				h.fail(s, n, corev1.ConditionFalse, time.Hour)
+			}
+		})
+		for i, n := range []string{"w01", "w02"} {
+			h.cr(n, "workers", uint64(10+i))
+		}
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w03", "now") })
+		h.requestCR("w03", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+	})
+	t.Run("a request beyond the threshold's headroom", func(t *testing.T) {
+		// workers: 6 of 9 must stay healthy; w01..w03 are down and remediated.
+		h := newHistory(t)
+		h.step(func(s *state) {
+			for _, n := range []string{"w01", "w02", "w03"} {
+				h.fail(s, n, corev1.ConditionFalse, time.Hour)
+			}
+		})
+		for i, n := range []string{"w01", "w02", "w03"} {
+			h.cr(n, "workers", uint64(10+i))
+		}
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w04", "now") })
+		h.requestCR("w04", "workers", h.cur.Now, 10)
+		expect(t, h.check(), invRequestThreshold, invBudget)
+	})
+	t.Run("a request ahead of a node that is down", func(t *testing.T) {
+		one := intstr.FromInt32(1)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &one
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w02", "now") })
+		h.requestCR("w02", "workers", h.cur.Now, 10)
+		expect(t, h.check(), invRequestWaits)
+	})
+	t.Run("a request with a slot left beside a node that is down", func(t *testing.T) {
+		two := intstr.FromInt32(2)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &two
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+		})
+		expect(t, h.check())
+		h.step(func(s *state) { request(s, "w02", "now") })
+		h.requestCR("w02", "workers", h.cur.Now, 10)
+		expect(t, h.check())
+	})
+	t.Run("a request owed, and kept while it runs on a healthy node", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check())
+		h.step(nil)
+		expect(t, h.check(), invLiveness)
+
+		h = newHistory(t)
+		h.step(func(s *state) { request(s, "w01", "now") })
+		h.requestCR("w01", "workers", h.cur.Now, 10)
+		for range 3 {
+			expect(t, h.check()) // not left behind: its remediator has not reported
+			h.step(nil)
+		}
+		h.step(func(s *state) { setNode(s, "w01", func(n *node) { n.Writes++ }) }) // the node's conditions changed
+		expect(t, h.check(), invLeftCR)
+	})
+	t.Run("a request waits for a node that is down", func(t *testing.T) {
+		one := intstr.FromInt32(1)
+		h := newHistory(t)
+		h.step(func(s *state) {
+			s.NHCs["workers"].Spec.MaxInFlight = &one
+			h.fail(s, "w01", corev1.ConditionFalse, time.Hour)
+			request(s, "w02", "now")
+		})
+		h.cr("w01", "workers", 10)
+		for range livenessSteps {
+			expect(t, h.check())
+			h.step(nil)
+		}
+	})
+}
+
+func TestCheckerReplacedNode(t *testing.T) {
+	// w01's CR, then w01 deleted and created again, not ready.
+	replaced := func(t *testing.T) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) { h.fail(s, "w01", corev1.ConditionFalse, time.Hour) })
+		c := h.cr("w01", "workers", 10)
+		expect(t, h.check())
+		h.step(func(s *state) {
+			s.Now = s.Now.Add(time.Minute)
+			mid := s.clone()
+			setNode(mid, "w01", func(n *node) { n.Exists = false })
+			s.Mids = []*state{mid}
+			setNode(s, "w01", func(n *node) {
+				n.Ready, n.Since, n.Created, n.CreatedStep, n.HealthyFrom = corev1.ConditionUnknown, s.Now, s.Now, s.Step, s.Step
+			})
+		})
+		expect(t, h.check()) // the step that created it
+		return h, c
+	}
+	t.Run("the previous object's CR kept", func(t *testing.T) {
+		h, _ := replaced(t)
+		h.step(nil)
+		expect(t, h.check(), invReplaced)
+	})
+	t.Run("the previous object's CR escalated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(nil)
+		c.TimedOut = h.rv - 60
+		h.crOf("w01", "workers", "esc-2", 70)
+		expect(t, h.check(), invReplaced)
+	})
+	t.Run("the previous object's CR gone, the new node remediated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		c.Deleted = h.rv - 60
+		h.cr("w01", "workers", 70).CreatedAt = h.cur.Now
+		expect(t, h.check())
+	})
+	t.Run("the new node's own remediation escalated", func(t *testing.T) {
+		h, c := replaced(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(30 * time.Second) })
+		c.Deleted = h.rv - 60
+		own := h.cr("w01", "workers", 70)
+		own.CreatedAt = h.cur.Now
+		expect(t, h.check())
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Minute) })
+		own.TimedOut = h.rv - 60
+		h.crOf("w01", "workers", "esc-2", 70)
+		expect(t, h.check())
+	})
+}
+
+func TestCheckerUnknownKind(t *testing.T) {
+	// workers remediates w08 with conv-1; its kind becomes unreadable, then the leader changes.
+	lease := leaseInfo{UID: "lease-w08", Node: "w08", Holder: leaseHolderPrefix + "workers", Expires: t0.Add(11 * time.Minute)}
+	blind := func(t *testing.T) (*history, *crRecord) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			templateConfigs[8].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 8
+			h.fail(s, "w08", corev1.ConditionFalse, time.Hour)
+		})
+		c := h.cr("w08", "workers", 10)
+		c.Kind = convKind
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvDown, s.ConvLeases = true, map[string]leaseInfo{"w08": lease} })
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvBlind = true })
+		expect(t, h.check(lease))
+		return h, c
+	}
+	t.Run("the lease kept, even expired", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(func(s *state) { s.Now = s.Now.Add(time.Hour) })
+		expect(t, h.check(lease))
+	})
+	t.Run("the lease released", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(nil)
+		expect(t, h.checkSnapshot(snapshot{Settled: true}), invUnknown)
+	})
+	t.Run("another NodeHealthCheck starts on the node", func(t *testing.T) {
+		h, _ := blind(t)
+		h.step(nil)
+		h.cr("w08", "pool-b", 10)
+		expect(t, h.check(lease), invUnknown, invOneNHC)
+	})
+	t.Run("a leader that read the kind before it went down may release the lease", func(t *testing.T) {
+		h := newHistory(t)
+		h.step(func(s *state) {
+			templateConfigs[8].apply(&s.NHCs["workers"].Spec)
+			s.NHCs["workers"].Config = 8
+			h.fail(s, "w08", corev1.ConditionFalse, time.Hour)
+		})
+		h.cr("w08", "workers", 10).Kind = convKind
+		expect(t, h.check(lease))
+		h.step(func(s *state) { s.ConvDown, s.ConvLeases = true, map[string]leaseInfo{"w08": lease} })
+		expect(t, h.check(lease))
+		h.step(nil)
+		expect(t, h.checkSnapshot(snapshot{Settled: true}))
+	})
+	t.Run("the CR and its lease may go once the kind is read again", func(t *testing.T) {
+		h, c := blind(t)
+		h.step(func(s *state) {
+			s.ConvDown, s.ConvBlind, s.ConvLeases = false, false, nil
+			h.recover(s, "w08")
+		})
+		c.Deleted = h.rv - 50
+		expect(t, h.checkSnapshot(snapshot{Settled: true}))
+	})
 }

@@ -162,6 +162,8 @@ func (w *world) settleAgain(ctx context.Context, deadline time.Time) (bool, stri
 // NodeHealthCheck (the nhc and remediation controllers, once each).
 func (w *world) leaderChanged() {
 	w.awaitReconciles = reconciles() + float64(2*len(w.cur.NHCs))
+	w.cur.LeaderSince = w.cur.Now
+	w.cur.ConvBlind = w.cur.ConvDown
 }
 
 // cached reports whether the manager's cache holds the written object at least at the written

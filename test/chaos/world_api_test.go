@@ -21,6 +21,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/machines"
+	"github.com/medik8s/node-healthcheck/internal/nodetaints"
 )
 
 // world is the driver: the model, the API (an uncached client), the managers, the fault injector,
@@ -37,8 +38,10 @@ type world struct {
 	rec      *recorder
 	checker  *checker
 	nhcUIDs  map[string]types.UID
-	// env is the control plane, whose API server a move restarts.
-	env *envtest.Environment
+	// env is the control plane, whose API server a move restarts; conv the conversion webhook of
+	// conv-1's remediator, which a move stops and starts.
+	env  *envtest.Environment
+	conv *conversionWebhook
 
 	// faultRate is the rate of random API failures while turned on (0: off).
 	faultRate float64
@@ -105,9 +108,15 @@ func (w *world) patchNode(ctx context.Context, name string, status bool, patch m
 // setReady sets the node's Ready condition, changed at the fake clock's now, in the API and the
 // model.
 func (w *world) setReady(ctx context.Context, name string, status corev1.ConditionStatus) error {
-	now := metav1.NewTime(w.cur.Now)
+	return w.writeReady(ctx, name, status, w.cur.Now)
+}
+
+// writeReady writes the node's Ready condition as changed at since, by a writer whose clock says
+// since (its heartbeat too): the fake clock's now, or earlier for a slow writer.
+func (w *world) writeReady(ctx context.Context, name string, status corev1.ConditionStatus, since time.Time) error {
+	at := metav1.NewTime(since)
 	err := w.patchNode(ctx, name, true, map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{{
-		Type: corev1.NodeReady, Status: status, LastTransitionTime: now, LastHeartbeatTime: now, Reason: "Chaos", Message: "set by the chaos driver",
+		Type: corev1.NodeReady, Status: status, LastTransitionTime: at, LastHeartbeatTime: at, Reason: "Chaos", Message: "set by the chaos driver",
 	}}}})
 	if err != nil {
 		return err
@@ -119,9 +128,26 @@ func (w *world) setReady(ctx context.Context, name string, status corev1.Conditi
 	if n.Ready == corev1.ConditionTrue && status != corev1.ConditionTrue {
 		n.Failures++
 	}
-	n.Ready, n.Since = status, w.cur.Now
+	if n.Ready != status || !n.Since.Equal(since) {
+		// A write of the status and time the node has already (a script's fix of a healthy node
+		// within the second it was written) changes nothing the operator can see.
+		n.Writes++
+	}
+	n.Ready, n.Since = status, since
+	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
 	w.cur.Nodes[name] = n
 	return nil
+}
+
+// seen records, after a settled step, that the leader's watch has shown every condition written
+// since the last settled step, by now (node.SeenBy).
+func (w *world) seen() {
+	for name, n := range w.cur.Nodes {
+		if n.Exists && n.SeenBy.IsZero() {
+			n.SeenBy = w.cur.Now
+			w.cur.Nodes[name] = n
+		}
+	}
 }
 
 // setLabels writes the model node's labels (pool, exclusion) to the API.
@@ -153,9 +179,49 @@ func (w *world) createNode(ctx context.Context, n node) error {
 		return fmt.Errorf("creating node %s: the API server dropped its status", n.Name)
 	}
 	w.wrote(obj, false)
-	n.Exists, n.Created, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Now, w.cur.Step
+	n.Exists, n.Created, n.CreatedStep, n.Since, n.HealthyFrom = true, obj.CreationTimestamp.Time, w.cur.Step, w.cur.Now, w.cur.Step
+	n.Written, n.WrittenManagers, n.SeenBy = w.cur.Now, w.managers.seq, time.Time{}
+	n.Writes++
+	// A new Node object: no request, no handled record.
+	n.Request, n.RequestAt, n.RequestStep, n.PrevRequestAt, n.HandledForged = "", time.Time{}, 0, time.Time{}, false
 	w.cur.Nodes[n.Name] = n
 	return nil
+}
+
+// request plays a client (kubectl nhc request, or the node's own kubelet) that asks for the node's
+// remediation: its request-remediation annotation dated as the kind says (model.requestTimes), or
+// not a time.
+func (w *world) request(ctx context.Context, name, kind string) (string, error) {
+	n := w.cur.Nodes[name]
+	value, at := "soon", time.Time{}
+	if d, ok := requestTimes[kind]; ok {
+		at = w.cur.Now.Add(d)
+		value = at.UTC().Format(time.RFC3339)
+	}
+	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		remediationv1alpha1.RemediationRequestAnnotation: value}}}); err != nil {
+		return "", err
+	}
+	if n.RequestAt.After(n.PrevRequestAt) {
+		n.PrevRequestAt = n.RequestAt
+	}
+	n.Request, n.RequestAt, n.RequestStep = kind, at, w.cur.Step
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s's remediation requested: %s=%s (%s)", name, remediationv1alpha1.RemediationRequestAnnotation, value, kind), nil
+}
+
+// forgeHandled plays a node's kubelet that writes its own remediation-request-handled annotation
+// dated an hour ahead: were it trusted, every request until then would count as answered.
+func (w *world) forgeHandled(ctx context.Context, name string) (string, error) {
+	value := w.cur.Now.Add(time.Hour).UTC().Format(time.RFC3339)
+	if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		remediationv1alpha1.RemediationRequestHandledAnnotation: value}}}); err != nil {
+		return "", err
+	}
+	n := w.cur.Nodes[name]
+	n.HandledForged = true
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s's kubelet forges %s=%s (an hour ahead)", name, remediationv1alpha1.RemediationRequestHandledAnnotation, value), nil
 }
 
 // setClaim writes the node's Machine claim (the model node's annotations) to the API.
@@ -188,16 +254,90 @@ func machineObject(n node) *unstructured.Unstructured {
 	return m
 }
 
+// deleteNode deletes the node; one whose deletion a finalizer holds goes once it is released.
 func (w *world) deleteNode(ctx context.Context, name string) error {
 	obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := w.k8s.Delete(ctx, obj); err != nil {
+	if w.cur.Nodes[name].RemovedBy == "deletion" {
+		if err := w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"finalizers": nil}}); err != nil {
+			return err
+		}
+	} else if err := w.k8s.Delete(ctx, obj); err != nil {
 		return fmt.Errorf("deleting node %s: %w", name, err)
 	}
 	w.wrote(obj, true)
 	n := w.cur.Nodes[name]
 	n.Exists, n.Excluded = false, false // a reset stays: it is on the NodeHealthChecks, by name
+	n.RemovedBy, n.RemovalSince = "", time.Time{}
 	w.cur.Nodes[name] = n
 	return nil
+}
+
+// removalFinalizer keeps a node that is being deleted, as Karpenter's termination finalizer does
+// while it drains the node.
+const removalFinalizer = "chaos.medik8s.io/drain"
+
+// remove plays a party that removes the node: the cluster autoscaler (its taint's value the unix
+// time it began, on the decisions' clock: now, or 40 minutes ago, past the removal hold),
+// Karpenter (a taint without a time) or a deletion that a finalizer holds.
+func (w *world) remove(ctx context.Context, name, how string) (string, error) {
+	n := w.cur.Nodes[name]
+	taint := func(key, value string, since time.Time) error {
+		if err := w.patchNode(ctx, name, false, map[string]any{"spec": map[string]any{"taints": []corev1.Taint{{Key: key, Value: value, Effect: corev1.TaintEffectNoSchedule}}}}); err != nil {
+			return err
+		}
+		n.RemovalSince = since
+		return nil
+	}
+	var err error
+	desc := ""
+	switch how {
+	case "autoscaler", "autoscaler-old":
+		since := w.cur.Now
+		if how == "autoscaler-old" {
+			since = since.Add(-40 * time.Minute)
+		}
+		err = taint(nodetaints.ClusterAutoscaler, fmt.Sprint(since.Unix()), since)
+		desc = fmt.Sprintf("the cluster autoscaler removes %s: taint %s=%d (%s)", name, nodetaints.ClusterAutoscaler, since.Unix(), since.Format(time.TimeOnly))
+	case "karpenter":
+		err = taint(nodetaints.Karpenter, "", w.cur.Now)
+		desc = fmt.Sprintf("Karpenter disrupts %s: taint %s, no time", name, nodetaints.Karpenter)
+	case "deletion":
+		if err = w.patchNode(ctx, name, false, map[string]any{"metadata": map[string]any{"finalizers": []string{removalFinalizer}}}); err != nil {
+			return "", err
+		}
+		obj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err = w.k8s.Delete(ctx, obj); err != nil {
+			return "", fmt.Errorf("deleting node %s: %w", name, err)
+		}
+		if err = w.k8s.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return "", fmt.Errorf("reading node %s being deleted: %w", name, err)
+		}
+		w.wrote(obj, false)
+		n.RemovalSince = obj.DeletionTimestamp.Time
+		desc = fmt.Sprintf("%s deleted at %s; finalizer %s keeps it while it drains", name, n.RemovalSince.Format(time.TimeOnly), removalFinalizer)
+	}
+	if err != nil {
+		return "", err
+	}
+	n.RemovedBy = strings.TrimSuffix(how, "-old")
+	w.cur.Nodes[name] = n
+	return desc, nil
+}
+
+// unremove ends the node's removal: the taint is lifted (the removal given up), or the finalizer
+// released and the node goes.
+func (w *world) unremove(ctx context.Context, name string) (string, error) {
+	n := w.cur.Nodes[name]
+	if n.RemovedBy == "deletion" {
+		return fmt.Sprintf("%s drained: finalizer %s released, the node goes", name, removalFinalizer), w.deleteNode(ctx, name)
+	}
+	if err := w.patchNode(ctx, name, false, map[string]any{"spec": map[string]any{"taints": nil}}); err != nil {
+		return "", err
+	}
+	by := n.RemovedBy
+	n.RemovedBy, n.RemovalSince = "", time.Time{}
+	w.cur.Nodes[name] = n
+	return fmt.Sprintf("%s's removal by %s given up: taint lifted", name, by), nil
 }
 
 // patchNHC merge-patches a NodeHealthCheck's spec or metadata; the API server may refuse it.

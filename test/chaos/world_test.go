@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,7 +30,7 @@ import (
 // Templates: TestRemediationTemplates plain-1 and plain-2 (CR named after the node), esc-1 and
 // esc-2 (multiple-templates support: generated CR names, so one kind serves two escalation steps),
 // and a SelfNodeRemediationTemplate snr-1 (another remediator). "missing" is never created.
-var existingTemplates = []string{"plain-1", "plain-2", "esc-1", "esc-2", "snr-1"}
+var existingTemplates = []string{"plain-1", "plain-2", "esc-1", "esc-2", "snr-1", "conv-1"}
 
 const (
 	testAPIVersion = "test.medik8s.io/v1alpha1"
@@ -37,12 +38,20 @@ const (
 	markerNS       = "chaos-markers"
 )
 
-// crKinds are the remediation CR kinds the templates produce, as apiVersion and kind.
-var crKinds = [][2]string{{testAPIVersion, "TestRemediation"}, {snrAPIVersion, "SelfNodeRemediation"}}
+// crKinds are the remediation CR kinds the templates produce, as apiVersion and kind: the version
+// the driver and the recorder read (ConvRemediation's stored one, which needs no conversion).
+var crKinds = [][2]string{{testAPIVersion, "TestRemediation"}, {snrAPIVersion, "SelfNodeRemediation"}, {convStoreVersion, convKind}}
+
+// convKind is the kind of conv-1's CRs, which its remediator's conversion webhook serves in two
+// versions (conversion_test.go).
+const convKind = "ConvRemediation"
 
 func templateRef(name string) corev1.ObjectReference {
-	if name == "snr-1" {
+	switch name {
+	case "snr-1":
 		return corev1.ObjectReference{APIVersion: snrAPIVersion, Kind: "SelfNodeRemediationTemplate", Namespace: templateNamespace, Name: name}
+	case "conv-1":
+		return corev1.ObjectReference{APIVersion: convReadVersion, Kind: "ConvRemediationTemplate", Namespace: templateNamespace, Name: name}
 	}
 	return corev1.ObjectReference{APIVersion: testAPIVersion, Kind: "TestRemediationTemplate", Namespace: templateNamespace, Name: name}
 }
@@ -78,7 +87,8 @@ func step(template string, order int, timeout time.Duration) remediationv1alpha1
 }
 
 // templateConfigs are what template changes choose from. "missing" disables the NodeHealthCheck;
-// the 30s timeout is refused by the CRD's CEL rule (at least 1m).
+// the 30s timeout is refused by the CRD's CEL rule (at least 1m); conv-1's kind goes unreadable
+// while its conversion webhook is down.
 var templateConfigs = []templateConfig{
 	{Name: "plain-1", Single: "plain-1"},
 	{Name: "plain-2", Single: "plain-2"},
@@ -88,6 +98,13 @@ var templateConfigs = []templateConfig{
 	{Name: "missing", Single: "missing"},
 	{Name: "esc-1(30s) (invalid)", Steps: []remediationv1alpha1.EscalatingRemediation{step("esc-1", 1, 30*time.Second)}},
 	{Name: "esc-2(1m)->esc-1(1m)", Steps: []remediationv1alpha1.EscalatingRemediation{step("esc-2", 1, time.Minute), step("esc-1", 2, time.Minute)}},
+	{Name: "conv-1", Single: "conv-1"},
+}
+
+// usesConv reports whether the NodeHealthCheck's templates are of the kind the conversion webhook
+// serves.
+func (h *nhc) usesConv() bool {
+	return slices.ContainsFunc(h.Spec.TemplateRefs(), func(r corev1.ObjectReference) bool { return r.Name == "conv-1" })
 }
 
 // apply sets the configuration's templates on the spec.
@@ -112,7 +129,8 @@ func conditions(falseFor, unknownFor time.Duration) []remediationv1alpha1.Unheal
 func initialState(now time.Time) *state {
 	s := &state{Now: now, Nodes: map[string]node{}, NHCs: map[string]*nhc{}}
 	healthy := func(name, pool string, cp bool) {
-		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour), Machine: machineOf(name)}
+		s.Nodes[name] = node{Name: name, Exists: true, ControlPlane: cp, Pool: pool, Ready: corev1.ConditionTrue, Since: now.Add(-time.Hour),
+			Written: now.Add(-time.Hour), SeenBy: now.Add(-time.Hour), Machine: machineOf(name)}
 	}
 	for i := 1; i <= 10; i++ {
 		pool := "a"
@@ -146,6 +164,10 @@ func initialState(now time.Time) *state {
 		MinHealthy:          &minHealthy60,
 		// Two remediations per node a day: a node that fails a third time waits (or its reset).
 		RepairBudget: &remediationv1alpha1.RepairBudget{MaxRemediations: 2, Window: metav1.Duration{Duration: 24 * time.Hour}},
+		// Nodes being removed wait, for at most the removal hold (pool-b and control-plane remediate them).
+		SkipNodesBeingRemoved: true,
+		// A node's request-remediation annotation asks for its remediation (refused elsewhere).
+		AllowRemediationRequests: true,
 	})
 	add("pool-b", 0, remediationv1alpha1.NodeHealthCheckSpec{
 		Selector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
