@@ -136,8 +136,8 @@ cluster-down: ## Remove what a real-node cluster left on the machine (processes,
 	go build -o $(LOCALBIN)/realnode-cluster ./test/realnode/cluster
 	$(LOCALBIN)/realnode-cluster -down $(CLUSTER_ARGS)
 
-# The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18) and a scripted one (the repair budget) as part of
-# `make test`; `make chaos` runs a longer
+# The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18, 45 steps each) and the scripted ones
+# (docs/chaos.md) as part of `make test`; `make chaos` runs a longer
 # one with a random seed, or replays one: make chaos CHAOS_SEED=42 CHAOS_STEPS=17.
 CHAOS_STEPS ?= 400
 CHAOS_SEED ?= random

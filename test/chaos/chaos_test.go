@@ -48,7 +48,7 @@ import (
 // that claims another node's Machine.
 var defaultSeeds = []uint64{1, 2, 18}
 
-// defaultScripts are the histories the short run plays besides its seeds, for what 60 random steps
+// defaultScripts are the histories the short run plays besides its seeds, for what 45 random steps
 // rarely reach; each says what it must exercise (a count of the checker's), so that it keeps doing
 // so as the operator and the world change.
 var defaultScripts = []struct {
@@ -103,7 +103,7 @@ var defaultScripts = []struct {
 	}},
 }
 
-const defaultSteps = 60
+const defaultSteps = 45
 
 // knownBroken are the invariants the operator is known to break, and how: a run logs their
 // violations (KNOWN) and goes on, unless CHAOS_KNOWN says otherwise. Each is a bug to fix in the
