@@ -41,7 +41,7 @@ import (
 //	                their violations are logged, not failed; unset: knownBroken; "none": every one fails
 //	CHAOS_LOG       a file for the managers' logs (otherwise they are discarded)
 //
-// The short run's seeds: their first 60 steps make, together, every kind of move (see kinds in
+// The short run's seeds: their first 45 steps make, together, every kind of move (see kinds in
 // actions_test.go) but forge-handled, which the script hostile-nodes-broken-neighbours makes; among
 // them a leader killed right after a CR create, watches dropped and an API server restarted within
 // bursts, a conversion webhook down, a node replaced while the watches were cut, and CRs of a node
