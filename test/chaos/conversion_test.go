@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -23,11 +22,11 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // A remediator whose kinds are served in two versions converted by its webhook: the operator reads
@@ -100,7 +99,7 @@ func (w *conversionWebhook) start() error {
 			http.Error(rw, "the webhook is down", http.StatusServiceUnavailable)
 			return
 		}
-		convert(rw, req)
+		testutil.ConvertUnchanged(rw, req)
 	})
 	// HTTP/1.1 only: Close ends every connection (an HTTP/2 one could outlive it).
 	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
@@ -124,33 +123,6 @@ func (w *conversionWebhook) stop() error {
 		return nil
 	}
 	return err
-}
-
-// convert answers a ConversionReview: every object in the desired version, unchanged otherwise.
-func convert(rw http.ResponseWriter, req *http.Request) {
-	review := apiextensionsv1.ConversionReview{}
-	if err := json.NewDecoder(req.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(rw, "not a ConversionReview", http.StatusBadRequest)
-		return
-	}
-	resp := &apiextensionsv1.ConversionResponse{UID: review.Request.UID, Result: metav1.Status{Status: metav1.StatusSuccess}}
-	for _, raw := range review.Request.Objects {
-		obj := map[string]any{}
-		if err := json.Unmarshal(raw.Raw, &obj); err != nil {
-			http.Error(rw, err.Error(), http.StatusBadRequest)
-			return
-		}
-		obj["apiVersion"] = review.Request.DesiredAPIVersion
-		converted, err := json.Marshal(obj)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		resp.ConvertedObjects = append(resp.ConvertedObjects, runtime.RawExtension{Raw: converted})
-	}
-	review.Request, review.Response = nil, resp
-	rw.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(rw).Encode(review)
 }
 
 // convCRDs are the remediator's template kind and CR kind: served in v1alpha1 and v1, stored in v1,
