@@ -245,11 +245,11 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conv, err := newConversionWebhook()
+	conv, err := testutil.NewConversionWebhook()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conv.stop() }()
+	defer func() { _ = conv.Stop() }()
 
 	// API timestamps have second precision, and so does the fake clock.
 	clock := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))

@@ -2,21 +2,8 @@ package chaos
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"errors"
 	"fmt"
-	"math/big"
-	"net"
-	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -40,97 +27,10 @@ const (
 	convStoreVersion = convGroup + "/v1"
 )
 
-// conversionWebhook is the remediator's conversion webhook: it converts an object by rewriting its
-// apiVersion (both versions share one schema). It serves TLS on 127.0.0.1 with a certificate of
-// its own, and can be stopped (every conversion fails, as with a remediator whose webhook pod is
-// down) and started again on the same address.
-type conversionWebhook struct {
-	addr  string
-	cert  tls.Certificate
-	caPEM []byte
-
-	mu  sync.Mutex
-	srv *http.Server
-	// down is set while stopped: a connection the API server still holds gets errors too.
-	down atomic.Bool
-}
-
-func newConversionWebhook() (*conversionWebhook, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "chaos-conversion-webhook"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	w := &conversionWebhook{cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	return w, w.start()
-}
-
-// start serves on the webhook's address (a free one the first time).
-func (w *conversionWebhook) start() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	addr := w.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var l net.Listener
-	var err error
-	for range 50 { // the port of the stopped server may take a moment to be free again
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("the conversion webhook cannot listen on %s: %w", addr, err)
-	}
-	w.addr = l.Addr().String()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/convert", func(rw http.ResponseWriter, req *http.Request) {
-		if w.down.Load() {
-			http.Error(rw, "the webhook is down", http.StatusServiceUnavailable)
-			return
-		}
-		testutil.ConvertUnchanged(rw, req)
-	})
-	// HTTP/1.1 only: Close ends every connection (an HTTP/2 one could outlive it).
-	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
-	w.down.Store(false)
-	go func(srv *http.Server) { _ = srv.ServeTLS(l, "", "") }(w.srv)
-	return nil
-}
-
-// stop stops serving, and closes every connection the API server holds.
-func (w *conversionWebhook) stop() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.down.Store(true)
-	if w.srv == nil {
-		return nil
-	}
-	err := w.srv.Close()
-	w.srv = nil
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
-}
-
 // convCRDs are the remediator's template kind and CR kind: served in v1alpha1 and v1, stored in v1,
 // converted by the webhook.
-func (w *conversionWebhook) convCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	conversion := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter, Webhook: &apiextensionsv1.WebhookConversion{
-		ConversionReviewVersions: []string{"v1"},
-		ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: new("https://" + w.addr + "/convert"), CABundle: w.caPEM}}}
+func convCRDs(w *testutil.ConversionWebhook) []*apiextensionsv1.CustomResourceDefinition {
+	conversion := w.Conversion()
 	open := &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object",
 		Properties: map[string]apiextensionsv1.JSONSchemaProps{
 			"spec":   {Type: "object", XPreserveUnknownFields: new(true)},
@@ -154,8 +54,8 @@ func (w *conversionWebhook) convCRDs() []*apiextensionsv1.CustomResourceDefiniti
 }
 
 // installConvCRDs creates the CRDs and waits until both versions of both kinds are served.
-func installConvCRDs(ctx context.Context, k8s client.Client, w *conversionWebhook) error {
-	for _, crd := range w.convCRDs() {
+func installConvCRDs(ctx context.Context, k8s client.Client, w *testutil.ConversionWebhook) error {
+	for _, crd := range convCRDs(w) {
 		if err := k8s.Create(ctx, crd); err != nil {
 			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 		}
@@ -211,7 +111,7 @@ func (w *world) writeStored(ctx context.Context, kind, namespace, name string) e
 // conversionOff stops conv-1's conversion webhook; the remediator writes its template, its marker
 // and its CRs in the stored version. The model records the node leases their owners hold.
 func (w *world) conversionOff(ctx context.Context) (string, error) {
-	if err := w.conv.stop(); err != nil {
+	if err := w.conv.Stop(); err != nil {
 		return "", err
 	}
 	crs, err := w.listCRs(ctx)
@@ -258,7 +158,7 @@ const convCatchUp = time.Minute
 // conversionOn starts the webhook again and waits until the leader's cache reads both kinds again,
 // up to the marker's write after it, then pokes: the controllers act on what they could not read.
 func (w *world) conversionOn(ctx context.Context) (string, error) {
-	if err := w.conv.start(); err != nil {
+	if err := w.conv.Start(); err != nil {
 		return "", err
 	}
 	w.cur.ConvDown, w.cur.ConvBlind, w.cur.ConvLeases = false, false, nil

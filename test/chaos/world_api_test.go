@@ -22,6 +22,7 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/machines"
 	"github.com/medik8s/node-healthcheck/internal/nodetaints"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // world is the driver: the model, the API (an uncached client), the managers, the fault injector,
@@ -41,7 +42,7 @@ type world struct {
 	// env is the control plane, whose API server a move restarts; conv the conversion webhook of
 	// conv-1's remediator, which a move stops and starts.
 	env  *envtest.Environment
-	conv *conversionWebhook
+	conv *testutil.ConversionWebhook
 
 	// faultRate is the rate of random API failures while turned on (0: off).
 	faultRate float64

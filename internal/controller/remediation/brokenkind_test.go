@@ -117,8 +117,8 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		webhook := newConversionWebhook()
 		group := e.Unique("leader") + ".broken.medik8s.io"
 		crds := []*apiextensionsv1.CustomResourceDefinition{
-			remediatorCRD(group, "RemediationTemplate", webhook.conversion(), "v1alpha1", "v1"),
-			remediatorCRD(group, "Remediation", webhook.conversion(), "v1alpha1", "v1"),
+			remediatorCRD(group, "RemediationTemplate", webhook.Conversion(), "v1alpha1", "v1"),
+			remediatorCRD(group, "Remediation", webhook.Conversion(), "v1alpha1", "v1"),
 		}
 		for _, crd := range crds {
 			Expect(e.K8s.Create(ctx, crd)).To(Succeed())
@@ -159,7 +159,7 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		Eventually(nodeLease(ctx, recovering.Name)).ShouldNot(BeNil())
 
 		By("the webhook goes down, and the leader changes")
-		webhook.stop(ctx)
+		Expect(webhook.Stop()).To(Succeed())
 		// The remediator writes its CR and its template in the version it stores, which needs no
 		// conversion: the API server's cache of the version the operator reads cannot convert them,
 		// and every list of that version now needs the webhook.
@@ -215,7 +215,7 @@ var _ = Describe("A remediation kind whose CRs cannot be listed", func() {
 		Consistently(e.TestCRs(ctx, sick.Name)).WithTimeout(2 * time.Second).Should(BeEmpty())
 
 		By("the webhook is back: the remediation is seen again and goes on")
-		webhook.start()
+		Expect(webhook.Start()).To(Succeed())
 		Eventually(func() *metav1.Condition {
 			return meta.FindStatusCondition(e.Status(ctx, first)().Conditions, remediationv1alpha1.ConditionTypeDisabled)
 		}, time.Minute).Should(And(Not(BeNil()), HaveField("Status", metav1.ConditionFalse)))
