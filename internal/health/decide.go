@@ -81,6 +81,8 @@ type Node struct {
 	// dry-run NodeHealthCheck without real CRs, its simulated ones): a running remediation's
 	// escalation is decided over them and Input.Steps.
 	CRs []StepCR
+	// Simulated says CRs are a dry-run NodeHealthCheck's simulated remediations, not real CRs.
+	Simulated bool
 	// LeasedBy names another party (a maintenance operator, another NodeHealthCheck) that holds the
 	// node's lease now, and LeasedUntil when that hold expires (zero: until it is released). Read
 	// only for the nodes Input.MayAct names; no remediation starts or escalates meanwhile.
@@ -175,6 +177,11 @@ const (
 	// SkipFailureDomain: in the node's failure domain (spec.failureDomain) more selected nodes than
 	// its bound are unhealthy or about to be; no new remediation starts there.
 	SkipFailureDomain SkipReason = "FailureDomainUnhealthy"
+	// SkipDryRun: the NodeHealthCheck is a dry run (Input.DryRun), and the node's remediation is a
+	// real one that ran before dry-run was set: it is neither marked timed out (its remediator would
+	// give up the running step) nor followed by its next step; it runs until it ends. Escalations
+	// only: a dry run's new remediations are simulated.
+	SkipDryRun SkipReason = "DryRun"
 )
 
 // Blocker keeps new remediations from starting, and running ones from escalating; running ones
@@ -240,6 +247,10 @@ type Input struct {
 	// a removal that has not completed by then (a drain that never ends, a stuck finalizer) holds it
 	// no longer, so a broken node is not left unremediated for ever. Zero: no bound.
 	RemovalHold time.Duration
+	// DryRun says the NodeHealthCheck creates no CR (spec.dryRun): its nodes' remediations are
+	// simulated (Node.Simulated), and the real ones that ran before dry-run was set escalate no
+	// further (SkipDryRun).
+	DryRun bool
 }
 
 // FailureDomain bounds, in each failure domain, how many selected nodes may be unhealthy or about
@@ -312,7 +323,7 @@ type NodeDecision struct {
 	Step *Step
 	// Escalation is, for ContinueRemediation, what the running remediation does now: the CRs to time
 	// out and the next step. Held by a blocker (EscalationHeld), it times nothing out and starts
-	// nothing.
+	// nothing, and Escalation.Withheld says what it would have done.
 	Escalation Escalation
 	// AwaitingConfirmation is set, for HealthyDelayed, when the delay lasts until an administrator
 	// confirms the node (a negative healthyDelay).
@@ -761,7 +772,9 @@ func holdEscalation(c *holdContext, n *Node, nd *NodeDecision) {
 	}
 	if r, m := firstHold(escalationHolds, c, n); r != "" {
 		nd.SkipReason, nd.SkipMessage = r, fmt.Sprintf("escalation of node %s held: %s", n.Name, m)
+		withheld := nd.Escalation
 		nd.Escalation.TimeOut, nd.Escalation.Next, nd.Escalation.Exhausted = nil, nil, false
+		nd.Escalation.Withheld = &withheld
 	}
 }
 

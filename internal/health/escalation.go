@@ -91,6 +91,9 @@ type Escalation struct {
 	// Overdue is true when the running step (or a stale CR) is over because it ran for
 	// lease.Overdue of its step: the remediator is stuck.
 	Overdue bool
+	// Withheld is, for an escalation a hold keeps back (NodeDecision.EscalationHeld), what it would
+	// have done: the CRs it would time out, the step it would start. Nil otherwise.
+	Withheld *Escalation
 	// staleLease is the lease of a node that only stale CRs hold (Lease).
 	staleLease LeaseTerm
 }
@@ -104,8 +107,8 @@ type LeaseTerm struct {
 
 // Lease is the node's lease for the remediation as it runs from now on: the next step's, from now,
 // when one starts; else the running step's, from its start; else, while only CRs of steps the spec
-// no longer has run, the longest step's from the first of them. Zero when nothing runs. (A caller
-// that holds the next step back, as dry-run does, clears Next first.)
+// no longer has run, the longest step's from the first of them. Zero when nothing runs. (A held
+// escalation has no Next: its lease is the running step's.)
 func (e Escalation) Lease(now time.Time) LeaseTerm {
 	switch {
 	case e.Next != nil:

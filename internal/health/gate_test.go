@@ -97,6 +97,8 @@ func TestEscalationHeldByTheGateOfNewRemediations(t *testing.T) {
 		{name: "CRs the API server refuses for good", in: Input{Nodes: pool(running(func(n *Node) { n.Refused, n.RefusedUntil = "forbidden", now.Add(10*time.Minute) }))},
 			held: SkipCreateRefused, next: now.Add(10 * time.Minute)},
 		{name: "the etcd guard speaks only for control-plane nodes", in: Input{Nodes: pool(running(func(n *Node) { n.EtcdGuard = "guard pod Ready=True" }))}},
+		{name: "a dry run: its real CRs, started before it, run on unescalated", in: Input{DryRun: true, Nodes: pool(running())}, held: SkipDryRun},
+		{name: "a dry run: its simulated remediation escalates, as simulated", in: Input{DryRun: true, Nodes: pool(running(func(n *Node) { n.Simulated = true }))}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +123,9 @@ func TestEscalationHeldByTheGateOfNewRemediations(t *testing.T) {
 			}
 			if nd.SkipReason != tt.held || !nd.EscalationHeld() || nd.Escalation.Due() {
 				t.Fatalf("escalation %+v held for %q (%q), want held for %q", nd.Escalation, nd.SkipReason, nd.SkipMessage, tt.held)
+			}
+			if w := nd.Escalation.Withheld; w == nil || w.Next == nil || w.Next.TemplateName != "fence" || !slices.Equal(w.TimeOut, []int{0}) {
+				t.Fatalf("withheld escalation %+v, want what it would have done: reboot timed out and fence next", w)
 			}
 			if !d.Next.Equal(tt.next) {
 				t.Fatalf("next %v, want %v", d.Next, tt.next)
@@ -167,15 +172,24 @@ func TestStartCarriesItsStepAndTheNodesHolds(t *testing.T) {
 func ptrTo[T any](v T) *T { return &v }
 
 // TestHoldChains: one gate for every new CR. Every rule that holds a running remediation's next step
-// holds a first CR too, in the same order, and the rules of first CRs alone are exactly the
-// documented exceptions (holds.go).
+// holds a first CR too, in the same order, but the dry run (of escalations alone, last), and the rules
+// of first CRs alone are exactly the documented exceptions (holds.go).
 func TestHoldChains(t *testing.T) {
 	var starts, escalations []string
 	for _, h := range startHolds {
 		starts = append(starts, h.name)
 	}
+	// Of escalations alone: dry run, last (a dry run's new remediations are simulated).
+	var escalationOnly []string
 	for _, h := range escalationHolds {
+		if h.name == "dry run" {
+			escalationOnly = append(escalationOnly, h.name)
+			continue
+		}
 		escalations = append(escalations, h.name)
+	}
+	if !slices.Equal(escalationOnly, []string{"dry run"}) || escalationHolds[len(escalationHolds)-1].name != "dry run" {
+		t.Fatalf("rules of escalations alone: %v, want the dry run, last", escalationOnly)
 	}
 	exceptions := []string{"remediated elsewhere", "remediated elsewhere, unknown", "repair budget", "control plane unknown", "control plane busy"}
 	var startOnly []string

@@ -18,6 +18,9 @@ import (
 //   - controlPlaneUnknown, controlPlaneBusy: one control-plane node at a time; a running one is that
 //     one.
 //
+// And one for escalations only: dryRun, last, holds the real remediations a dry-run NodeHealthCheck
+// ran before dry-run was set (its new ones are simulated, and escalate as simulated).
+//
 // Request headroom (limitRequests) and maxInFlight (limitInFlight) are applied after the chain, to
 // the starts that passed it, since each weighs the starts against each other.
 
@@ -76,6 +79,7 @@ var escalationHolds = []hold{
 	{"refused", holdRefused},
 	{"leased", holdLeased},
 	{"etcd quorum", holdByEtcdGuard},
+	{"dry run", holdDryRun},
 }
 
 // firstHold runs the chain on the node: the first rule that holds gives the reason and message, and
@@ -170,6 +174,13 @@ func holdByEtcdGuard(c *holdContext, n *Node) (SkipReason, string, time.Time) {
 		return "", "", time.Time{}
 	}
 	return SkipEtcdQuorum, n.EtcdGuard, c.in.Now.Add(lease.Recheck)
+}
+
+func holdDryRun(c *holdContext, n *Node) (SkipReason, string, time.Time) {
+	if !c.in.DryRun || n.Simulated {
+		return "", "", time.Time{}
+	}
+	return SkipDryRun, fmt.Sprintf("the NodeHealthCheck is a dry run (spec.dryRun): node %s's running remediation, started before, is neither marked timed out nor followed by its next step", n.Name), time.Time{}
 }
 
 func holdControlPlaneUnknown(c *holdContext, n *Node) (SkipReason, string, time.Time) {

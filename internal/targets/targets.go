@@ -180,6 +180,9 @@ type Snapshot struct {
 	// templates are the NodeHealthCheck's templates as read (Options.Templates set, no Problem), for
 	// the CRs built from them (Template).
 	templates map[templateKey]*unstructured.Unstructured
+	// baselines are, by selected node with a pending remediation request whose CRs record no
+	// baseline, the node as the snapshot read it (RequestBaseline).
+	baselines map[string]health.RequestBaseline
 	// links are the selected nodes' Machine links as read (MachineLink).
 	links map[string]machineLink
 	// unselected are the nodes the stored status lists with CRs that the NodeHealthCheck does not
@@ -462,7 +465,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 
 	spec, stored := &s.NHC.Spec, r.stored
 	in := health.Input{Now: r.now, UnhealthyConditions: spec.UnhealthyConditions, MinHealthy: spec.MinHealthy,
-		MaxUnhealthy: spec.MaxUnhealthy, ControlPlaneElsewhere: r.controlPlaneElsewhere, ReturnGrace: returnGrace, Steps: Steps(spec)}
+		MaxUnhealthy: spec.MaxUnhealthy, ControlPlaneElsewhere: r.controlPlaneElsewhere, ReturnGrace: returnGrace, Steps: Steps(spec), DryRun: s.DryRun()}
 	if r.kinds.unlisted != "" {
 		in.ControlPlaneUnknown = fmt.Sprintf("the remediation CRs of kind %s cannot be listed, so a control-plane remediation of another NodeHealthCheck may be unseen", r.kinds.unlisted)
 	}
@@ -499,6 +502,7 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		}
 		_, confirmed := n.Annotations[remediationv1alpha1.ManuallyConfirmedHealthyAnnotation]
 		hn := health.Node{Name: n.Name, Conditions: n.Status.Conditions, Remediating: len(s.CRs[n.Name]) > 0 || len(s.Simulated(n.Name)) > 0, CRs: s.stepCRs(n.Name),
+			Simulated:    len(s.CRs[n.Name]) == 0 && len(s.Simulated(n.Name)) > 0,
 			HealthySince: healthySince[n.Name], ConfirmedHealthy: confirmed,
 			Excluded: n.Labels[remediationv1alpha1.ExcludeFromRemediationLabel] == "true", ControlPlane: r.controlPlane[n.Name],
 			LeftToMachineHealthCheck: upgrade.LeftToMachineHealthCheck(r.verdict.MachineHealthChecks, n), Created: n.CreationTimestamp.Time,
@@ -517,8 +521,16 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 		var due time.Time
 		hn.Requested, hn.RunningRequest, due = s.request(n)
 		s.inputDue = health.Earliest(s.inputDue, due)
+		recorded := remediationcr.BaselineOf(s.CRs[n.Name])
 		if !hn.RunningRequest.IsZero() {
-			hn.RequestBaseline = remediationcr.BaselineOf(s.CRs[n.Name])
+			hn.RequestBaseline = recorded
+		}
+		if !hn.Requested.IsZero() && recorded == nil {
+			// The node as a remediation answering its request finds it, recorded on its first CR.
+			if s.baselines == nil {
+				s.baselines = map[string]health.RequestBaseline{}
+			}
+			s.baselines[n.Name] = health.Baseline(spec.UnhealthyConditions, n.Status.Conditions, s.Now)
 		}
 		in.Nodes = append(in.Nodes, hn)
 	}
@@ -632,6 +644,14 @@ func (s *Snapshot) Template(ref corev1.ObjectReference) (*unstructured.Unstructu
 func (s *Snapshot) MachineLink(node string) (MachineLink, error) {
 	m := s.links[node]
 	return m.link, m.err
+}
+
+// RequestBaseline returns the node as the snapshot read it, for the first CR of a remediation
+// answering its pending request to record (remediationcr.EncodeBaseline); false when the node has no
+// pending request, or its CRs record a baseline already.
+func (s *Snapshot) RequestBaseline(node string) (health.RequestBaseline, bool) {
+	b, ok := s.baselines[node]
+	return b, ok
 }
 
 // SelectedNode returns the selected node of that name, as read.

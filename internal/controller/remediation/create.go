@@ -62,10 +62,9 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 			annotations = map[string]string{}
 		}
 		annotations[remediationv1alpha1.RemediationRequestedAtAnnotation] = requested.UTC().Format(time.RFC3339)
-		if remediationcr.BaselineOf(snap.CRs[node]) == nil {
+		if baseline, first := snap.RequestBaseline(node); first {
 			// The first CR: the node as the remediation finds it, to tell when it changed.
-			annotations[remediationv1alpha1.RemediationRequestBaselineAnnotation] = remediationcr.EncodeBaseline(
-				health.Baseline(snap.NHC.Spec.UnhealthyConditions, target.Status.Conditions, snap.Now))
+			annotations[remediationv1alpha1.RemediationRequestBaselineAnnotation] = remediationcr.EncodeBaseline(baseline)
 		}
 		cr.SetAnnotations(annotations)
 	}

@@ -21,8 +21,8 @@ import (
 // not held, it takes the node's lease for the step that runs from now on, marks the step that timed
 // out, failed or is overdue with the nhc-timed-out annotation and creates the next step's CR. A lease
 // someone else holds stops it exactly as it stops a first step; a held escalation (the gate of new
-// remediations is closed) changes nothing but renews the lease of the running step. It returns
-// when the node's lease is renewed.
+// remediations is closed, or the NodeHealthCheck is a dry run) changes nothing but renews the lease
+// of the running step. It returns when the node's lease is renewed.
 func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (renewAt time.Time, err error) {
 	nhc, node, crs, now := snap.Stored, d.Name, snap.CRs[d.Name], snap.Now
 	e := d.Escalation
@@ -35,26 +35,23 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 			"Node %s: %s %s/%s was created from template %s, which the spec no longer references; no other remediation starts for the node until it ends",
 			node, crs[i].GetKind(), crs[i].GetNamespace(), crs[i].GetName(), stepCRs[i].TemplateName)
 	}
-	if d.EscalationHeld() {
-		r.reportOnce(ctx, nhc, node, onceHeld, string(d.SkipReason)+"/"+e.Started.String(),
-			"%s; the running remediation continues, and the next step is decided again once nothing holds it (%s)", capitalize(d.SkipMessage), d.SkipReason)
-	}
-
-	if snap.DryRun() && (e.Next != nil || len(e.TimeOut) > 0) {
-		// Dry-run escalates none of the CRs that ran before it was set: no next step, and no
-		// nhc-timed-out mark either (the remediator would give up the running step); they keep
-		// running, and keep their lease, until they end. Turning dry-run off escalates at the next
-		// reconcile (the spec changed).
-		switch {
-		case e.Next != nil:
-			ref := e.Next.Template
+	switch {
+	case d.SkipReason == health.SkipDryRun:
+		// Dry-run escalates none of the CRs that ran before it was set (the decision holds them):
+		// they keep running, and keep their lease, until they end. Turning dry-run off escalates at
+		// the next reconcile (the spec changed).
+		switch w := e.Withheld; {
+		case w.Next != nil:
+			ref := w.Next.Template
 			r.reportDryRun(nhc, node, ref.Kind+"/"+ref.Name,
 				"Dry run: would escalate node %s to %s %s/%s; no CR is created and the running one is not marked timed out", node, ref.Kind, ref.Namespace, ref.Name)
-		case e.Exhausted:
+		case w.Exhausted:
 			r.reportDryRun(nhc, node, "exhausted",
 				"Dry run: would mark node %s's last remediation timed out (no remediation template is left); it is not marked", node)
 		}
-		e.Next, e.TimeOut, e.Exhausted = nil, nil, false
+	case d.EscalationHeld():
+		r.reportOnce(ctx, nhc, node, onceHeld, string(d.SkipReason)+"/"+e.Started.String(),
+			"%s; the running remediation continues, and the next step is decided again once nothing holds it (%s)", capitalize(d.SkipMessage), d.SkipReason)
 	}
 
 	// Hold the node's lease for the step that runs from now on (as the decision says), before
