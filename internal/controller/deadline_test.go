@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -44,7 +45,7 @@ func TestEveryControllerHasADeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	recording := &recordingManager{Manager: mgr}
-	if err := controller.SetupWithManager(recording, controller.Options{}); err != nil {
+	if err := controller.SetupWithManager(recording, controller.Options{Clock: clock.RealClock{}}); err != nil {
 		t.Fatal(err)
 	}
 	deadlines := map[string]time.Duration{}

@@ -105,7 +105,7 @@ func NewTemplateReader(mgr ctrl.Manager, synced *targets.KindSync) *templateacce
 // NewKindSync returns the readable-or-skip rule of the manager's cache for the kinds the
 // controllers read by name (templates, Machines): no read waits for an informer that does not sync.
 func NewKindSync(mgr ctrl.Manager) *targets.KindSync {
-	return &targets.KindSync{Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader()}
+	return &targets.KindSync{Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader(), Errors: watch.Errors}
 }
 
 // ConfigureManager sets the manager options the controllers rely on (see watch.ConfigureManager).
@@ -116,6 +116,9 @@ func ConfigureManager(o *ctrl.Options) { watch.ConfigureManager(o) }
 // writes, and the reporter of NodeHealthChecks the cache leaves out because they
 // cannot be decoded. The manager must have been configured with ConfigureManager.
 func SetupWithManager(mgr ctrl.Manager, o Options) error {
+	if o.Clock == nil {
+		return fmt.Errorf("setting up the controllers: Options.Clock is required (clock.RealClock{} in production)")
+	}
 	registry := decodeguard.RegistryOf(mgr.GetCache())
 	if registry == nil {
 		return fmt.Errorf("the manager's cache has no NodeHealthCheck decode guard: configure the manager with ConfigureManager")
@@ -162,6 +165,10 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	// control-plane nodes.
 	machines := targets.NewMachines(mgr.GetClient())
 	machines.Synced = synced
+	// What both controllers decide from, built once: each gets a gatherer of its own over them
+	// (watch.NewWiring), so that they decide alike.
+	sources := watch.Sources{Machines: machines, Gate: gate, MaxPause: o.Upgrade.MaxPause, ReturnGrace: o.ReturnGrace, RemovalHold: o.RemovalHold,
+		Changes: changes, Templates: templates, Leases: leases, LeaseNamespace: o.LeaseNamespace, Skew: o.ClockSkew, Refusals: refusals, EtcdGuard: true}
 	if err := (&upgradeguard.Guard{
 		Client:      mgr.GetClient(),
 		Mapper:      mgr.GetRESTMapper(),
@@ -173,11 +180,15 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.ControllerName, err)
 	}
+	guardWiring, err := watch.NewWiring(mgr, sources)
+	if err != nil {
+		return err
+	}
 	if err := (&upgradeguard.NodeGuard{
 		Client: mgr.GetClient(),
 		Gate:   gate,
 		Clock:  o.Clock,
-		Access: templates,
+		Wiring: guardWiring,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", upgradeguard.NodeControllerName, err)
 	}
@@ -185,22 +196,16 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if seriesGrace == 0 {
 		seriesGrace = nhc.DefaultSeriesGrace
 	}
+	nhcWiring, err := watch.NewWiring(mgr, sources)
+	if err != nil {
+		return err
+	}
 	statusWriter := &nhc.Reconciler{
-		Client:         mgr.GetClient(),
-		Clock:          o.Clock,
-		Recorder:       eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
-		Gate:           gate,
-		MaxPause:       o.Upgrade.MaxPause,
-		ReturnGrace:    o.ReturnGrace,
-		RemovalHold:    o.RemovalHold,
-		Changes:        changes,
-		Templates:      templates,
-		Leases:         leases,
-		LeaseNamespace: o.LeaseNamespace,
-		APIReader:      mgr.GetAPIReader(),
-		Skew:           o.ClockSkew,
-		Refusals:       refusals,
-		Machines:       machines,
+		Client:   mgr.GetClient(),
+		Clock:    o.Clock,
+		Wall:     clock.RealClock{},
+		Recorder: eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
+		Wiring:   nhcWiring,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
 		// Many nodes changing within a short window: their changes go out in few writes.
@@ -210,23 +215,21 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err := statusWriter.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", nhc.ControllerName, err)
 	}
+	actorWiring, err := watch.NewWiring(mgr, sources)
+	if err != nil {
+		return err
+	}
 	actor := &remediation.Reconciler{
 		Client:         mgr.GetClient(),
 		Clock:          o.Clock,
+		Wall:           clock.RealClock{},
 		APIReader:      mgr.GetAPIReader(),
 		LeaseNamespace: o.LeaseNamespace,
 		Release:        o.Release,
 		Leases:         leases,
-		Skew:           o.ClockSkew,
 		Refusals:       refusals,
 		Recorder:       eventseries.New(mgr.GetEventRecorder(remediation.ControllerName)),
-		Gate:           gate,
-		MaxPause:       o.Upgrade.MaxPause,
-		ReturnGrace:    o.ReturnGrace,
-		RemovalHold:    o.RemovalHold,
-		Changes:        changes,
-		Templates:      templates,
-		Machines:       machines,
+		Wiring:         actorWiring,
 	}
 	if err := actor.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the %s controller: %w", remediation.ControllerName, err)

@@ -38,7 +38,7 @@ const KindSyncWait = 10 * time.Second
 
 // These bounds are on real time (Gatherer.Wall, not the decisions' clock): they measure how long an
 // informer takes to sync and how recent an API error is, which a fake clock in tests does not move.
-// WatchErrors, the cache's watch error handler installed process-wide, has its own real clock.
+// WatchErrors, the cache's watch error handler, has its own real clock.
 
 // KindFailureWindow is how long after a failed list or watch a remediation kind counts as failing:
 // a broken kind's reflector retries with a backoff of at most 30 seconds, so a failure that lasts
@@ -46,15 +46,19 @@ const KindSyncWait = 10 * time.Second
 const KindFailureWindow = time.Minute
 
 // WatchErrors records the last list or watch error of each informer of the caches it is installed
-// in (cache.Options.DefaultWatchErrorHandler, see watch.ConfigureManager), by the kind it informs
-// on. It is process-wide: the errors are facts about the API server, whichever cache saw them.
-var WatchErrors = &watchErrors{last: map[string]watchError{}, wall: clock.RealClock{}}
-
-type watchErrors struct {
+// in (its Handler as cache.Options.DefaultWatchErrorHandler, see watch.ConfigureManager), by the kind
+// it informs on: the errors are facts about the API server, whichever cache saw them. Injected
+// where kinds are judged readable (KindSync.Errors, Gatherer.WatchErrors). Safe for concurrent use.
+type WatchErrors struct {
 	mu   sync.Mutex
 	last map[string]watchError
 	// wall tells when an error happened and how long ago: real time.
 	wall clock.PassiveClock
+}
+
+// NewWatchErrors returns an empty record, on the real clock.
+func NewWatchErrors() *WatchErrors {
+	return &WatchErrors{last: map[string]watchError{}, wall: clock.RealClock{}}
 }
 
 type watchError struct {
@@ -63,7 +67,7 @@ type watchError struct {
 }
 
 // Handler records each error and then does what client-go does by default.
-func (w *watchErrors) Handler(ctx context.Context, r *toolscache.Reflector, err error) {
+func (w *WatchErrors) Handler(ctx context.Context, r *toolscache.Reflector, err error) {
 	w.mu.Lock()
 	w.last[r.TypeDescription()] = watchError{err: err.Error(), at: w.wall.Now()}
 	w.mu.Unlock()
@@ -71,7 +75,10 @@ func (w *watchErrors) Handler(ctx context.Context, r *toolscache.Reflector, err 
 }
 
 // recent returns the kind's last list or watch error if it happened within KindFailureWindow.
-func (w *watchErrors) recent(gvk schema.GroupVersionKind) (string, bool) {
+func (w *WatchErrors) recent(gvk schema.GroupVersionKind) (string, bool) {
+	if w == nil {
+		return "", false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.last[gvk.String()]
@@ -96,6 +103,9 @@ type KindSync struct {
 	APIReader client.Reader
 	// Wall is the real clock the waits and the probes are measured on; nil: clock.RealClock.
 	Wall clock.PassiveClock
+	// Errors are the cache's list and watch errors, which tell a kind that fails from one that is
+	// slow; nil: none recorded (only the probe tells).
+	Errors *WatchErrors
 
 	mu sync.Mutex
 	// syncBy is, per kind, until when reads wait for its informer's first sync; probed the API
@@ -177,7 +187,7 @@ func (k *KindSync) Readable(ctx context.Context, obj client.Object, ask bool) er
 		// every watch fail for a moment; that must not disable anything).
 		return nil
 	}
-	lastErr, failing := WatchErrors.recent(gvk)
+	lastErr, failing := k.Errors.recent(gvk)
 	if !failing && ask {
 		// An informer that lists through a watch (client-go's watch-list) may wait instead of
 		// failing: ask the API server once in a while what it answers.
@@ -227,7 +237,7 @@ type probe struct {
 func (g *Gatherer) kindReadable(ctx context.Context, gvk schema.GroupVersionKind, inUse bool) *NotReadableError {
 	g.mu.Lock()
 	if g.kinds == nil {
-		g.kinds = &KindSync{Informers: g.Informers, APIReader: g.APIReader, Wall: g.wall()}
+		g.kinds = &KindSync{Informers: g.Informers, APIReader: g.APIReader, Wall: g.wall(), Errors: g.WatchErrors}
 	}
 	kinds := g.kinds
 	g.mu.Unlock()

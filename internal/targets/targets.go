@@ -66,6 +66,8 @@ type Gatherer struct {
 	// Informers are the shared cache's informers: a remediation kind is read only once its informer
 	// has synced (kindReadable). nil: reads wait for the sync (a reader that is not a cache).
 	Informers cache.Informers
+	// WatchErrors are the cache's list and watch errors (KindSync.Errors); nil: none recorded.
+	WatchErrors *WatchErrors
 	// Leases reads node leases (the lease cache both controllers share) in LeaseNamespace
 	// (lease.DefaultNamespace when empty); nil: leases are not read, and no node counts as leased.
 	Leases         client.Reader

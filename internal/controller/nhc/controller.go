@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -29,13 +28,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/notify"
 	"github.com/medik8s/node-healthcheck/internal/targets"
-	"github.com/medik8s/node-healthcheck/internal/templateaccess"
-	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -55,60 +50,28 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Recorder emits events.
 	Recorder events.EventRecorder
-	// Gate is the upgrade gate the upgradeguard controller feeds, read only; nil: no upgrade awareness
-	// (tests of this controller alone).
-	Gate upgrade.Reader
-	// MaxPause bounds how long upgrade signals hold new remediations back; zero: no bound.
-	MaxPause time.Duration
-	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace); zero: off.
-	ReturnGrace time.Duration
-	// RemovalHold bounds how long a node's removal holds its remediation back
-	// (health.Input.RemovalHold); zero: no bound.
-	RemovalHold time.Duration
-	// Templates reads remediation templates with the rights remediators grant; nil: through the
-	// cache, watching every template kind (tests of this controller alone).
-	Templates *templateaccess.Reader
-	// Skew measures the skew between this process's clock and the API server's; while it is beyond
-	// its bound or not measured yet, no remediation starts or escalates, and the ClockSkewExceeded
-	// condition says so. nil: not measured (this controller alone).
-	Skew *clockskew.Monitor
-	// Refusals are the CR creates the API server refused for good, which the remediation controller
-	// records; nil: none (this controller alone).
-	Refusals *targets.Refusals
-	// Leases reads node leases in LeaseNamespace (lease.DefaultNamespace when empty): the lease cache
-	// the remediation controller takes them through, so a node held back by a lease another party
-	// holds is reported as it is decided. nil: leases are not read (this controller alone).
-	Leases         client.Reader
-	LeaseNamespace string
-	// APIReader reads around the cache: the etcd guard's disruption budget and guard pods, for a
-	// control-plane node on OpenShift that could be remediated now. nil: no etcd guard.
-	APIReader client.Reader
-	// Machines tells which nodes are control-plane nodes by their verified Machine (as the
-	// remediation controller reads them); nil: read through Client (targets.NewMachines).
-	Machines *targets.Machines
+	// Wiring is what the controller decides with (watch.NewWiring): its gatherer over the sources
+	// both controllers share, the routes of events to NodeHealthChecks, the watch of template and
+	// remediation kinds, and what wakes every NodeHealthCheck.
+	Wiring *watch.Wiring
 	// StartWait is how long, in real time, the status write waits for the remediation controller's
 	// first CR of a node whose remediation starts now, so that the node is listed with its CR in one
 	// write instead of two; zero: no wait (this controller alone). See awaitStarts.
 	StartWait time.Duration
-	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
-	// nil: the conditions' lastTransitionTime alone counts.
-	Changes targets.ConditionChangeSource
 	// StatusBatch is the least time, in real time, between two status writes of one
 	// NodeHealthCheck: a change that comes sooner after the last write is written when StatusBatch
 	// has passed since it, together with every change made meanwhile, so that many nodes changing
 	// within a short window cost few writes; the first change after a quiet StatusBatch is written at
 	// once. Zero: every change at once (this controller alone). See holdWrite.
 	StatusBatch time.Duration
-	// Wall is the real clock, which StartWait, StatusBatch, SeriesGrace and the gatherer's bounds on
-	// the cache are measured on, whatever Clock says; nil: clock.RealClock.
+	// Wall is the real clock, which StartWait, StatusBatch and SeriesGrace are measured on, whatever
+	// Clock says.
 	Wall clock.PassiveClock
 	// SeriesGrace is how long, in real time, the metric series of a node that no NodeHealthCheck
 	// selects or lists any more stay before they are deleted, so that their last values are scraped
 	// (DefaultSeriesGrace in the manager); zero: deleted at once.
 	SeriesGrace time.Duration
 
-	watcher *watch.Dynamic
-	targets *targets.Gatherer
 	metrics metricsState
 	// reports remembers what was reported about each selected node's own inputs (reportNodeInputs).
 	reports nodeReports
@@ -134,26 +97,17 @@ const reconcileTimeout = 2 * time.Minute
 // remediator installed later enables a disabled NodeHealthCheck at once) and the upgrade gate
 // (waiting remediations start as soon as it opens).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	wired := r.Wiring != nil && r.Wiring.Gatherer != nil && r.Wiring.Routes != nil && r.Wiring.Kinds != nil
+	if err := watch.Require(ControllerName, watch.Dependency{Name: "Client", Set: r.Client != nil}, watch.Dependency{Name: "Clock", Set: r.Clock != nil},
+		watch.Dependency{Name: "Wall", Set: r.Wall != nil}, watch.Dependency{Name: "Recorder", Set: r.Recorder != nil},
+		watch.Dependency{Name: "Wiring", Set: wired}); err != nil {
+		return err
+	}
 	crd := &metav1.PartialObjectMetadata{}
 	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
 	b := ctrl.NewControllerManagedBy(mgr)
-	if r.Gate != nil {
-		b = b.WatchesRawSource(notify.Source(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
-	}
-	if r.Skew != nil {
-		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
-	}
-	if r.Refusals != nil {
-		b = b.WatchesRawSource(source.Channel(r.Refusals.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
-	}
-	affected, err := watch.AffectedFor(mgr)
-	if err != nil {
-		return err
-	}
-	if c, ok := r.Changes.(interface {
-		Update(old, updated *corev1.Node)
-	}); ok {
-		affected.Changes = c
+	for _, s := range r.Wiring.Wakeups(handler.EnqueueRequestsFromMapFunc(r.allNHCs)) {
+		b = b.WatchesRawSource(s)
 	}
 	c, err := b.
 		Named(ControllerName).
@@ -163,7 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Another NodeHealthCheck created, deleted or with a new spec may begin or end to select the
 		// same nodes as this one (the SelectorOverlap condition).
 		Watches(&remediationv1alpha1.NodeHealthCheck{}, handler.EnqueueRequestsFromMapFunc(r.allNHCs), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
+		Watches(&corev1.Node{}, r.Wiring.Routes.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		// Updates too: a new CRD is served only once it is established, an update of its status
 		// that the metadata does not show, and a moment after that (crdSettle). CRDs change rarely;
 		// each change is two passes over all NodeHealthChecks.
@@ -176,34 +130,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	r.watcher = watch.NewDynamic(c, mgr.GetCache())
-	if r.Machines == nil {
-		r.Machines = targets.NewMachines(r.Client)
-	}
-	if r.Wall == nil {
-		r.Wall = clock.RealClock{}
-	}
+	r.Wiring.Bind(c, nil)
 	r.metrics.wall, r.metrics.grace = r.Wall, r.SeriesGrace
-	r.targets = &targets.Gatherer{Reader: r.Client, Nodes: affected, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, RemovalHold: r.RemovalHold, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
-		Watch: func(gvk schema.GroupVersionKind) (bool, error) {
-			return r.watcher.Ensure(gvk, affected.CREvents())
-		},
-		Leases: r.Leases, LeaseNamespace: r.LeaseNamespace, Informers: mgr.GetCache()}
-	if r.APIReader != nil {
-		r.targets.Etcd = &targets.EtcdReader{Reader: r.APIReader, Mapper: mgr.GetRESTMapper()}
-		r.targets.APIReader = r.APIReader
-	}
-	if r.Skew != nil {
-		r.targets.Skew = r.Skew
-	}
-	r.targets.Refusals = r.Refusals
-	if leases, ok := r.Leases.(cache.Cache); ok {
-		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, affected.LeaseEvents())); err != nil {
+	if leases, ok := r.Wiring.Gatherer.Leases.(cache.Cache); ok {
+		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, r.Wiring.Routes.LeaseEvents())); err != nil {
 			return fmt.Errorf("watching node leases: %w", err)
 		}
-	}
-	if r.Templates != nil {
-		r.targets.Access = r.Templates
 	}
 	return nil
 }
@@ -227,7 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Templates: targets.TemplatesThrough(r.Templates, r.Client)})
+	snap, err := r.Wiring.Gatherer.Gather(ctx, stored, now, targets.Options{Templates: r.Wiring.Templates()})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -338,17 +270,15 @@ const templateRecheck = time.Minute
 // watched. Remediation kinds are watched by the gatherer as it reads them.
 func (r *Reconciler) watchTemplates(ctx context.Context, spec *remediationv1alpha1.NodeHealthCheckSpec) (unwatched bool, err error) {
 	for _, ref := range spec.TemplateRefs() {
-		watchable := true
-		if r.Templates != nil {
-			if watchable, err = r.Templates.Watchable(ctx, ref.GroupVersionKind()); err != nil {
-				return false, err
-			}
+		watchable, err := r.Wiring.TemplateWatchable(ctx, ref.GroupVersionKind())
+		if err != nil {
+			return false, err
 		}
 		if !watchable {
 			unwatched = true
 			continue
 		}
-		if _, err := r.watcher.Ensure(ref.GroupVersionKind(), handler.EnqueueRequestsFromMapFunc(r.nhcsReferencing)); err != nil {
+		if _, err := r.Wiring.Kinds.Ensure(ref.GroupVersionKind(), handler.EnqueueRequestsFromMapFunc(r.nhcsReferencing)); err != nil {
 			return false, err
 		}
 	}

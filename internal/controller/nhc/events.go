@@ -18,9 +18,6 @@ import (
 // emitTransitionEvents emits events for what changed between the old and new status: the Disabled
 // condition flipping, nodes newly listed as unhealthy, and a new reason for skipping.
 func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.NodeHealthCheck, d health.Decision) {
-	if r.Recorder == nil {
-		return
-	}
 	was := meta.FindStatusCondition(old.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
 	now := meta.FindStatusCondition(updated.Status.Conditions, remediationv1alpha1.ConditionTypeDisabled)
 	if now != nil && (was == nil || was.Status != now.Status) {
@@ -107,7 +104,7 @@ func (r *Reconciler) emitTransitionEvents(old, updated *remediationv1alpha1.Node
 // emitSkewEvents reports the ClockSkewExceeded condition's transitions into and out of True, with
 // the skew as measured.
 func (r *Reconciler) emitSkewEvents(old, updated *remediationv1alpha1.NodeHealthCheck, v *clockskew.Verdict) {
-	if r.Recorder == nil || v == nil {
+	if v == nil {
 		return
 	}
 	was := meta.IsStatusConditionTrue(old.Status.Conditions, remediationv1alpha1.ConditionTypeClockSkewExceeded)
@@ -150,10 +147,8 @@ func (r *Reconciler) reportRepairBudget(snap *targets.Snapshot) {
 		}
 	}
 	for _, node := range r.metrics.syncExhausted(snap.Stored.Name, held) {
-		if r.Recorder != nil {
-			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRepairBudgetExhausted, "RepairBudget",
-				"Not remediated: %s", held[node])
-		}
+		r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRepairBudgetExhausted, "RepairBudget",
+			"Not remediated: %s", held[node])
 	}
 }
 
@@ -165,10 +160,8 @@ func (r *Reconciler) reportStalled(snap *targets.Snapshot) {
 		stalled[n.Name] = stalledMessage(n)
 	}
 	for _, node := range r.metrics.syncStalled(snap.Stored.Name, stalled) {
-		if r.Recorder != nil {
-			r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationStalled, "Stall",
-				"%s; it holds no maxInFlight slot", capitalize(stalled[node]))
-		}
+		r.Recorder.Eventf(snap.Stored, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationStalled, "Stall",
+			"%s; it holds no maxInFlight slot", capitalize(stalled[node]))
 	}
 }
 
@@ -177,9 +170,7 @@ func (r *Reconciler) reportStalled(snap *targets.Snapshot) {
 func (r *Reconciler) reportFailureDomains(snap *targets.Snapshot) {
 	held := snap.Decision.DomainsHeld
 	for _, domain := range r.metrics.syncDomains(snap.Stored.Name, held) {
-		if r.Recorder != nil {
-			r.Recorder.Eventf(snap.Stored, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonFailureDomainUnhealthy, "HoldDomain",
-				"No new remediation starts %s", held[domain])
-		}
+		r.Recorder.Eventf(snap.Stored, nil, corev1.EventTypeWarning, remediationv1alpha1.EventReasonFailureDomainUnhealthy, "HoldDomain",
+			"No new remediation starts %s", held[domain])
 	}
 }

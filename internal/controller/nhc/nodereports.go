@@ -112,7 +112,7 @@ func (r *Reconciler) reportNodeInputs(snap *targets.Snapshot) {
 			current[node] = map[nodeReport]bool{}
 		}
 		current[node][report] = true
-		return r.reports.first(name, node, report, hash) && r.Recorder != nil
+		return r.reports.first(name, node, report, hash)
 	}
 	current[nhcItself] = nil
 	for _, n := range snap.Nodes {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
@@ -27,8 +28,13 @@ var (
 		EnvOptions: testutil.EnvOptions{ManagerTransport: requests.Wrap},
 		Configure:  watch.ConfigureManager,
 		Setup: func(mgr ctrl.Manager, clock *clocktesting.FakeClock) error {
+			// Nothing but the cache and nodes' Machines: no upgrade gate, leases, clock skew or refusals.
+			wiring, err := watch.NewWiring(mgr, watch.Sources{Machines: targets.NewMachines(mgr.GetClient())})
+			if err != nil {
+				return err
+			}
 			reconciler = &nhc.Reconciler{Client: mgr.GetClient(), Clock: clock, Recorder: mgr.GetEventRecorder(nhc.ControllerName),
-				StatusBatch: nhc.DefaultStatusBatch, Wall: wall}
+				StatusBatch: nhc.DefaultStatusBatch, Wall: wall, Wiring: wiring}
 			return reconciler.SetupWithManager(mgr)
 		},
 	})

@@ -52,7 +52,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		}
 		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
 		if apierrors.IsNotFound(err) {
-			r.targets.Forget(cr.GetUID())
+			r.Wiring.Gatherer.Forget(cr.GetUID())
 			continue
 		}
 		if err != nil {
@@ -60,7 +60,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 			continue
 		}
 		r.memory.record(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now)
-		r.targets.Forget(cr.GetUID())
+		r.Wiring.Gatherer.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
 		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}

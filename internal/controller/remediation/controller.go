@@ -14,7 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -28,13 +27,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/notify"
 	"github.com/medik8s/node-healthcheck/internal/targets"
-	"github.com/medik8s/node-healthcheck/internal/templateaccess"
-	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
 // ControllerName names the controller in logs, metrics and events.
@@ -92,8 +87,7 @@ type Reconciler struct {
 	client.Client
 	// Clock tells the time; a fake clock in tests.
 	Clock clock.PassiveClock
-	// Wall is the real clock, for how long the cache may lag behind this controller's own writes;
-	// nil: clock.RealClock.
+	// Wall is the real clock, for how long the cache may lag behind this controller's own writes.
 	Wall clock.PassiveClock
 	// LeaseNamespace holds the node leases (lease.DefaultNamespace when empty).
 	LeaseNamespace string
@@ -105,45 +99,20 @@ type Reconciler struct {
 	// is behind, and for a node's lease right before a new remediation takes it (see start) or after
 	// a write of the lease conflicted.
 	APIReader client.Reader
-	// Leases reads node leases: a cache of the Leases in the lease namespace, which SetupWithManager
-	// creates when it is nil. nil without SetupWithManager: leases are read with APIReader.
+	// Leases reads node leases: the cache of the Leases in the lease namespace (NewLeaseCache),
+	// which the gatherer reads too, watched when it is a cache.
 	Leases client.Reader
 	// Recorder emits events.
 	Recorder events.EventRecorder
-	// Templates reads remediation templates with the rights remediators grant; nil: through the cache.
-	Templates *templateaccess.Reader
-	// Gate is the upgrade gate the upgradeguard controller feeds, read only. nil: no upgrade awareness.
-	Gate upgrade.Reader
-	// MaxPause bounds how long each upgrade signal holds new remediations back, as for the nhc
-	// controller; zero: no bound.
-	MaxPause time.Duration
-	// ReturnGrace is the returning-node hold (health.Input.ReturnGrace), as for the nhc controller;
-	// zero: off.
-	ReturnGrace time.Duration
-	// RemovalHold bounds how long a node's removal holds its remediation back, as for the nhc
-	// controller; zero: no bound.
-	RemovalHold time.Duration
-	// Skew measures the skew between this process's clock and the API server's; while it is beyond
-	// its bound or not measured yet, nothing starts or escalates. nil: not measured.
-	Skew *clockskew.Monitor
-	// Refusals records the CR creates the API server refuses for good, shared with the nhc
-	// controller's decisions; a new record when nil.
+	// Refusals records the CR creates the API server refuses for good, which the decisions of both
+	// controllers read (the gatherer's Refusals).
 	Refusals *targets.Refusals
-	// Changes tells when this process saw nodes' conditions change, for the returning-node hold;
-	// nil: the conditions' lastTransitionTime alone counts.
-	Changes targets.ConditionChangeSource
-	// Machines reads nodes' Machines, as their annotations name them and verified: the CR's Machine
-	// owner and, with the role labels, which nodes are control-plane nodes. nil: read through
-	// Client (targets.NewMachines).
-	Machines *targets.Machines
+	// Wiring is what the controller decides with (watch.NewWiring): its gatherer over the sources
+	// both controllers share, the routes of events to NodeHealthChecks and the watch of remediation
+	// kinds. A reconciler called directly (after a restart, in tests) needs only its Gatherer.
+	Wiring *watch.Wiring
 
-	watcher *watch.Dynamic
-	// informers are the shared cache's, to read a remediation kind only once it has synced.
-	informers cache.Informers
-	// affected maps node and CR events to the NodeHealthChecks they concern.
-	affected *watch.Affected
-	once     sync.Once
-	targets  *targets.Gatherer
+	once sync.Once
 	// startSlots holds a token per start in flight (maxStarts).
 	startSlots chan struct{}
 	retries    workqueue.TypedRateLimiter[reconcile.Request]
@@ -164,95 +133,53 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the controller for NodeHealthChecks (spec and status: a status change
-// is a hint to look, never an order), Nodes (the same changes the nhc controller sees), the upgrade
-// gate and, added as they are read, the remediation CR kinds.
+// is a hint to look, never an order), Nodes (the same changes the nhc controller sees), node
+// leases, what wakes every NodeHealthCheck (the upgrade gate, the clock skew, refused creates) and,
+// added as they are read, the remediation CR kinds.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	var err error
-	if r.affected, err = watch.AffectedFor(mgr); err == nil {
-		if c, ok := r.Changes.(interface {
-			Update(old, updated *corev1.Node)
-		}); ok {
-			r.affected.Changes = c
-		}
-	}
-	if err != nil {
+	if err := r.check(true); err != nil {
 		return err
 	}
 	b := ctrl.NewControllerManagedBy(mgr)
-	if r.Gate != nil {
-		b = b.WatchesRawSource(notify.Source(r.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
+	for _, s := range r.Wiring.Wakeups(handler.EnqueueRequestsFromMapFunc(r.allNHCs)) {
+		b = b.WatchesRawSource(s)
 	}
-	if r.Skew != nil {
-		b = b.WatchesRawSource(source.Channel(r.Skew.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
-	}
-	if r.Refusals == nil {
-		r.Refusals = &targets.Refusals{}
-	}
-	b = b.WatchesRawSource(source.Channel(r.Refusals.Changes(), handler.EnqueueRequestsFromMapFunc(r.allNHCs)))
 	c, err := b.
 		Named(ControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}).
-		Watches(&corev1.Node{}, r.affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
+		Watches(&corev1.Node{}, r.Wiring.Routes.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout, MaxConcurrentReconciles: concurrentReconciles}).
 		Build(r)
 	if err != nil {
 		return err
 	}
-	if r.Leases == nil {
-		if r.Leases, err = NewLeaseCache(mgr, r.leaseNamespace()); err != nil {
-			return err
-		}
-	}
 	if leases, ok := r.Leases.(cache.Cache); ok {
-		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, r.affected.LeaseEvents())); err != nil {
+		if err := c.Watch(source.Kind[client.Object](leases, &coordinationv1.Lease{}, r.Wiring.Routes.LeaseEvents())); err != nil {
 			return fmt.Errorf("watching node leases: %w", err)
 		}
 	}
-	r.watcher = watch.NewDynamic(c, mgr.GetCache())
-	r.informers = mgr.GetCache()
-	r.init()
+	r.Wiring.Bind(c, nil)
 	return nil
 }
 
-// init prepares what Reconcile needs; without SetupWithManager (a reconciler called directly, as
-// after a restart in tests) remediation kinds are read without adding watches.
-func (r *Reconciler) init() {
+// check reports the dependencies the reconciler lacks; managed, those of SetupWithManager too.
+func (r *Reconciler) check(managed bool) error {
+	wired := r.Wiring != nil && r.Wiring.Gatherer != nil
+	return watch.Require(ControllerName,
+		watch.Dependency{Name: "Client", Set: r.Client != nil}, watch.Dependency{Name: "Clock", Set: r.Clock != nil},
+		watch.Dependency{Name: "Wall", Set: r.Wall != nil}, watch.Dependency{Name: "APIReader", Set: r.APIReader != nil},
+		watch.Dependency{Name: "Leases", Set: r.Leases != nil}, watch.Dependency{Name: "Recorder", Set: r.Recorder != nil},
+		watch.Dependency{Name: "Refusals", Set: r.Refusals != nil}, watch.Dependency{Name: "Wiring.Gatherer", Set: wired},
+		watch.Dependency{Name: "Wiring.Routes and Kinds", Set: !managed || (wired && r.Wiring.Routes != nil && r.Wiring.Kinds != nil)})
+}
+
+// init prepares what Reconcile needs, once; an error when a dependency is missing.
+func (r *Reconciler) init() error {
 	r.once.Do(func() {
 		r.retries = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](retryBase, retryMax)
 		r.startSlots = make(chan struct{}, maxStarts)
-		if r.Wall == nil {
-			r.Wall = clock.RealClock{}
-		}
-		if r.Machines == nil {
-			r.Machines = targets.NewMachines(r.Client)
-		}
-		r.targets = &targets.Gatherer{Reader: r.Client, Gate: r.Gate, MaxPause: r.MaxPause, ReturnGrace: r.ReturnGrace, RemovalHold: r.RemovalHold, Changes: r.Changes, Machines: r.Machines, Wall: r.Wall,
-			Leases: r.leaseReader(), LeaseNamespace: r.leaseNamespace(), Etcd: &targets.EtcdReader{Reader: r.reader(), Mapper: r.RESTMapper()}}
-		if r.affected != nil { // a nil *Affected would be a NodeSource that is not nil
-			r.targets.Nodes = r.affected
-		}
-		if r.Skew != nil {
-			r.targets.Skew = r.Skew
-		}
-		if r.Refusals == nil {
-			r.Refusals = &targets.Refusals{}
-		}
-		r.targets.Refusals = r.Refusals
-		if r.informers != nil {
-			r.targets.Informers = r.informers
-		}
-		if r.APIReader != nil {
-			r.targets.APIReader = r.APIReader
-		}
-		if r.watcher != nil {
-			r.targets.Watch = func(gvk schema.GroupVersionKind) (bool, error) {
-				return r.watcher.Ensure(gvk, r.affected.CREvents())
-			}
-		}
-		if r.Templates != nil {
-			r.targets.Access = r.Templates
-		}
 	})
+	return r.check(false)
 }
 
 // Reconcile re-derives the NodeHealthCheck's decision from the cache and acts on each node: it
@@ -261,7 +188,9 @@ func (r *Reconciler) init() {
 // back: every node's deadline is kept, and the failures are retried with a backoff.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	stored := &remediationv1alpha1.NodeHealthCheck{}
-	r.init()
+	if err := r.init(); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := r.Get(ctx, req.NamespacedName, stored); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetNHC(req.Name)
@@ -279,7 +208,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// watched costs a GET per read): a missing or invalid one disables the NodeHealthCheck, no lease
 	// is taken for a CR that cannot be built, and the CR is built from the template the decision saw
 	// (Snapshot.Template).
-	snap, err := r.targets.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client),
+	snap, err := r.Wiring.Gatherer.Gather(ctx, stored, now, targets.Options{Mode: targets.Acting, Templates: r.Wiring.Templates(),
 		TemplatesIf: func(s *targets.Snapshot) bool { return creates(s.Decision) && !s.DryRun() }})
 	if err != nil {
 		return ctrl.Result{}, err

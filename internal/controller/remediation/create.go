@@ -162,7 +162,7 @@ func (r *Reconciler) awaitCache(ctx context.Context, cr *unstructured.Unstructur
 		return err == nil && seen.GetUID() == cr.GetUID(), nil
 	})
 	if err != nil {
-		r.targets.Created(cr)
+		r.Wiring.Gatherer.Created(cr)
 	}
 }
 
@@ -171,7 +171,7 @@ func (r *Reconciler) awaitCache(ctx context.Context, cr *unstructured.Unstructur
 func (r *Reconciler) stepCRExists(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, cr *unstructured.Unstructured) (bool, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(cr.GroupVersionKind().GroupVersion().WithKind(cr.GetKind() + "List"))
-	if err := r.reader().List(ctx, list, client.InNamespace(cr.GetNamespace())); err != nil {
+	if err := r.APIReader.List(ctx, list, client.InNamespace(cr.GetNamespace())); err != nil {
 		return false, fmt.Errorf("listing %s: %w", cr.GetKind(), err)
 	}
 	template := cr.GetAnnotations()[remediationv1alpha1.TemplateNameAnnotation]
@@ -194,7 +194,7 @@ func (r *Reconciler) stepCRExists(ctx context.Context, nhc *remediationv1alpha1.
 func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, cr *unstructured.Unstructured) error {
 	existing := &unstructured.Unstructured{}
 	existing.SetGroupVersionKind(cr.GroupVersionKind())
-	if err := r.reader().Get(ctx, client.ObjectKeyFromObject(cr), existing); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cr), existing); err != nil {
 		return client.IgnoreNotFound(err) // gone meanwhile; the next reconcile creates it
 	}
 	node := remediationcr.NodeName(cr)

@@ -266,7 +266,7 @@ var _ = Describe("Errors", func() {
 				return c.Create(ctx, obj, opts...)
 			},
 		})
-		r := &remediation.Reconciler{Client: failing, Clock: e.Clock, LeaseNamespace: e.Unique("leases")}
+		r := remediation.Standalone(failing, e.Clock, e.Unique("leases"), nil)
 		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred(), "an error would make controller-runtime drop the deadlines")
 		Expect(res.RequeueAfter).To(BeNumerically(">", 0))

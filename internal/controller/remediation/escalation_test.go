@@ -153,7 +153,7 @@ var _ = Describe("Escalating remediations", func() {
 		e.Clock.SetTime(created.Add(8 * time.Minute))
 
 		// A new reconciler, as after a restart of the manager, knows nothing but the API.
-		restarted := &remediation.Reconciler{Client: e.K8s, Clock: e.Clock}
+		restarted := remediation.Standalone(e.K8s, e.Clock, "", nil)
 		res, err := restarted.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(res.RequeueAfter).To(Equal(2*time.Minute), "the remaining time of the step, not a fresh timeout")

@@ -1,10 +1,33 @@
 package remediation
 
 import (
+	"cmp"
 	"context"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/targets"
 )
+
+// Standalone returns a reconciler as after a restart of the manager, called directly: it knows
+// nothing but what it reads through c (its leases too, unless leases is set), watches nothing and
+// records no event.
+func Standalone(c client.Client, clk clock.PassiveClock, leaseNamespace string, leases client.Reader) *Reconciler {
+	if leases == nil {
+		leases = c
+	}
+	refusals := &targets.Refusals{}
+	return &Reconciler{Client: c, Clock: clk, Wall: clock.RealClock{}, APIReader: c, Leases: leases, LeaseNamespace: leaseNamespace,
+		Recorder: &events.FakeRecorder{}, Refusals: refusals,
+		Wiring: &watch.Wiring{Gatherer: &targets.Gatherer{Reader: c, APIReader: c, Machines: targets.NewMachines(c), Wall: clock.RealClock{},
+			Leases: leases, LeaseNamespace: cmp.Or(leaseNamespace, nodelease.DefaultNamespace), Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()},
+			Refusals: refusals}}}
+}
 
 // CreateInLeaseNamespace is how a start creates a node's lease (takeLease), for the suite.
 func (r *Reconciler) CreateInLeaseNamespace(ctx context.Context, lease *coordinationv1.Lease) error {
@@ -26,9 +49,7 @@ func (r *Reconciler) MemorySizes() map[string]int {
 	}
 	sizes := map[string]int{"memory nodes": nodes, "memory entries": entries, "memory NodeHealthChecks": nhcs, "names": names,
 		"leftLeases": count(&r.leftLeases), "sweptLeases": count(&r.sweptLeases), "refusals": r.Refusals.Len()}
-	if r.targets != nil {
-		sizes["created"] = r.targets.Recorded()
-	}
+	sizes["created"] = r.Wiring.Gatherer.Recorded()
 	return sizes
 }
 

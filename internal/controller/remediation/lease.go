@@ -123,9 +123,6 @@ const leaseCacheWait = 2 * time.Second
 // lease just taken is found when the node recovers at once. Where the cache lags longer, the next
 // write conflicts and re-reads the lease around the cache (holdLease, deleteLease).
 func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease, deleted bool) {
-	if r.Leases == nil {
-		return
-	}
 	seen := &coordinationv1.Lease{}
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, leaseCacheWait, true, func(ctx context.Context) (bool, error) {
 		err := r.Leases.Get(ctx, client.ObjectKeyFromObject(lease), seen)
@@ -199,7 +196,7 @@ func (r *Reconciler) deleteLeaseAsRead(ctx context.Context, nhc *remediationv1al
 func (r *Reconciler) releaseLeftLeases(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, busy func(node string) bool) error {
 	if _, swept := r.sweptLeases.LoadOrStore(nhc.UID, true); !swept {
 		leases := &coordinationv1.LeaseList{}
-		if err := r.leaseReader().List(ctx, leases, client.InNamespace(r.leaseNamespace())); err != nil {
+		if err := r.Leases.List(ctx, leases, client.InNamespace(r.leaseNamespace())); err != nil {
 			r.sweptLeases.Delete(nhc.UID)
 			return fmt.Errorf("listing node leases: %w", err)
 		}
@@ -264,21 +261,6 @@ func (r *Reconciler) leaseNamespace() string {
 	return r.LeaseNamespace
 }
 
-func (r *Reconciler) reader() client.Reader {
-	if r.APIReader == nil {
-		return r.Client
-	}
-	return r.APIReader
-}
-
-// leaseReader reads node leases: the lease cache, or around the cache without one.
-func (r *Reconciler) leaseReader() client.Reader {
-	if r.Leases == nil {
-		return r.reader()
-	}
-	return r.Leases
-}
-
 // NewLeaseCache returns a cache of the Leases in the lease namespace, and only there, added to the
 // manager: renewals then read no lease from the API server, and the operator needs no right to
 // list or watch Leases elsewhere (the kubelets' heartbeats in kube-node-lease alone would be
@@ -300,9 +282,9 @@ func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 // getLease reads the node's lease; nil when there is none. fresh reads around the cache, otherwise
 // the lease cache is read.
 func (r *Reconciler) getLease(ctx context.Context, node string, fresh bool) (*coordinationv1.Lease, error) {
-	reader := r.leaseReader()
+	reader := r.Leases
 	if fresh {
-		reader = r.reader()
+		reader = r.APIReader
 	}
 	lease := &coordinationv1.Lease{}
 	err := reader.Get(ctx, client.ObjectKey{Namespace: r.leaseNamespace(), Name: nodelease.Name(node)}, lease)

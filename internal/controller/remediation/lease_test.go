@@ -210,7 +210,7 @@ var _ = Describe("Node lease reads", func() {
 		// on e.Clock, may look at any moment (a status write, the lease event above) and must not
 		// renew the lease between the re-read and the renewal (it did, a flake).
 		clock := clocktesting.NewFakeClock(e.Clock.Now().Add(11*time.Minute/3 + time.Second))
-		r := &remediation.Reconciler{Client: counting, Clock: clock, Leases: staleLeases{Reader: e.K8s, lease: stale}}
+		r := remediation.Standalone(counting, clock, "", staleLeases{Reader: e.K8s, lease: stale})
 		res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(n)})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(conflicts).To(BeNumerically(">=", 1), "the renewal of the stale copy conflicted")

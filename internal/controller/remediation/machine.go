@@ -60,12 +60,10 @@ func (r *Reconciler) reportMachineLink(ctx context.Context, nhc *remediationv1al
 	msg := fmt.Sprintf("Node %s names %s %s in its %s annotation, but %s: its remediation CR gets no Machine owner, and the Machine's role does not count",
 		node, claim.Kind, claim, claim.Annotation, why)
 	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
-	if r.Recorder != nil {
-		// An action per note: the recorder merges a series by reason, action, regarding and related
-		// object and keeps its first note (see skipAction).
-		h := fnv.New32a()
-		h.Write([]byte(msg))
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonMachineLinkRejected,
-			fmt.Sprintf("VerifyMachine-%08x", h.Sum32()), "%s", msg)
-	}
+	// An action per note: the recorder merges a series by reason, action, regarding and related
+	// object and keeps its first note (see skipAction).
+	h := fnv.New32a()
+	h.Write([]byte(msg))
+	r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonMachineLinkRejected,
+		fmt.Sprintf("VerifyMachine-%08x", h.Sum32()), "%s", msg)
 }

@@ -276,7 +276,7 @@ func (r *Reconciler) forgetNHC(name string) {
 func (r *Reconciler) forgetUID(uid types.UID) {
 	deleteOldCRSeries(r.memory.forgetNHC(uid))
 	r.Refusals.ForgetNHC(uid)
-	r.targets.ForgetNHC(uid)
+	r.Wiring.Gatherer.ForgetNHC(uid)
 	r.sweptLeases.Delete(uid)
 	prefix := string(uid) + "/"
 	r.leftLeases.Range(func(k, _ any) bool {

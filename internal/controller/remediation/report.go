@@ -57,10 +57,8 @@ func (r *Reconciler) leaseBusy(nhc *remediationv1alpha1.NodeHealthCheck, node st
 	if !lease.expires.IsZero() {
 		until = lease.expires.UTC().Format(time.RFC3339)
 	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "Skip",
-			"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
-	}
+	r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, "Skip",
+		"Node %s is leased by %s until %s (for example for maintenance); remediation waits for the lease", node, lease.otherHolder, until)
 }
 
 // reportRefusal emits a RemediationRefused warning (regarding the NodeHealthCheck, related to the
@@ -82,9 +80,7 @@ func (r *Reconciler) reportOnce(ctx context.Context, nhc *remediationv1alpha1.No
 	}
 	msg := fmt.Sprintf(note, args...)
 	ctrl.LoggerFrom(ctx).Info(msg, "node", node)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
-	}
+	r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, corev1.EventTypeWarning, remediationv1alpha1.EventReasonRemediationSkipped, skipAction(msg), "%s", msg)
 }
 
 // skipAction is the action of a RemediationSkipped event: "Skip-" and a hash of its note. The event
@@ -98,9 +94,7 @@ func skipAction(note string) string {
 }
 
 func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, nil, eventType, reason, action, note, args...)
-	}
+	r.Recorder.Eventf(nhc, nil, eventType, reason, action, note, args...)
 }
 
 // nodeRelatedEvent emits an event regarding the NodeHealthCheck, as the public operator does, related
@@ -108,7 +102,5 @@ func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, 
 // into one series that keeps the first note, which without the node would hide every other node's.
 // One event per action: issue 15 counts every request a failure costs.
 func (r *Reconciler) nodeRelatedEvent(nhc *remediationv1alpha1.NodeHealthCheck, node, eventType, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, eventType, reason, action, note, args...)
-	}
+	r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, eventType, reason, action, note, args...)
 }

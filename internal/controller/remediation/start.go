@@ -34,7 +34,7 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
 	r.controlPlane.Lock()
 	defer r.controlPlane.Unlock()
-	fresh, err := r.targets.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: targets.TemplatesThrough(r.Templates, r.Client)})
+	fresh, err := r.Wiring.Gatherer.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: r.Wiring.Templates()})
 	if err != nil {
 		return time.Time{}, err
 	}

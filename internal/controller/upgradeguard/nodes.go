@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,7 +20,6 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
 	"github.com/medik8s/node-healthcheck/internal/notify"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
-	"github.com/medik8s/node-healthcheck/internal/targets"
 	"github.com/medik8s/node-healthcheck/internal/upgrade"
 )
 
@@ -45,12 +43,10 @@ type NodeGuard struct {
 	Gate *upgrade.Gate
 	// Clock tells the time (when the gate first saw a signal).
 	Clock clock.PassiveClock
-	// Access tells which remediation kinds may be listed and watched (the nhc controller's
-	// templateaccess.Reader): the remediation CRs of a kind that may not are not read, as in the nhc
-	// controller's snapshot. nil: every kind.
-	Access targets.AccessChecker
-
-	targets *targets.Gatherer
+	// Wiring is what it reads the NodeHealthChecks' nodes and remediation CRs with
+	// (watch.NewWiring, over the sources the other controllers read): the remediation CRs of a kind
+	// that may not be listed and watched are not read, as in the nhc controller's snapshot.
+	Wiring *watch.Wiring
 }
 
 // SetupWithManager registers the controller: NodeHealthChecks (a new spec, new annotations, created
@@ -58,24 +54,22 @@ type NodeGuard struct {
 // node with a CR of its NodeHealthCheck is no longer about to be remediated) and the gate (the
 // node-level detectors turn on with OpenShift).
 func (n *NodeGuard) SetupWithManager(mgr ctrl.Manager) error {
-	affected, err := watch.AffectedFor(mgr)
-	if err != nil {
+	wired := n.Wiring != nil && n.Wiring.Gatherer != nil && n.Wiring.Routes != nil && n.Wiring.Kinds != nil
+	if err := watch.Require(NodeControllerName, watch.Dependency{Name: "Client", Set: n.Client != nil}, watch.Dependency{Name: "Gate", Set: n.Gate != nil},
+		watch.Dependency{Name: "Clock", Set: n.Clock != nil}, watch.Dependency{Name: "Wiring", Set: wired}); err != nil {
 		return err
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(NodeControllerName).
 		For(&remediationv1alpha1.NodeHealthCheck{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&corev1.Node{}, affected.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
+		Watches(&corev1.Node{}, n.Wiring.Routes.NodeEvents(), builder.WithPredicates(watch.NodeChangePredicate())).
 		WatchesRawSource(notify.Source(n.Gate.Changes(), handler.EnqueueRequestsFromMapFunc(n.allNHCs))).
 		WithOptions(controller.Options{ReconciliationTimeout: reconcileTimeout}).
 		Build(n)
 	if err != nil {
 		return err
 	}
-	watcher := watch.NewDynamic(c, mgr.GetCache())
-	crEvents := handler.EnqueueRequestsFromMapFunc(controllingNHC)
-	n.targets = &targets.Gatherer{Reader: n.Client, Nodes: affected, Access: n.Access, Informers: mgr.GetCache(), APIReader: mgr.GetAPIReader(),
-		Watch: func(gvk schema.GroupVersionKind) (bool, error) { return watcher.Ensure(gvk, crEvents) }}
+	n.Wiring.Bind(c, handler.EnqueueRequestsFromMapFunc(controllingNHC))
 	return nil
 }
 
@@ -94,7 +88,7 @@ func (n *NodeGuard) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resul
 		return ctrl.Result{}, nil
 	}
 	now := n.Clock.Now()
-	signals, next, err := n.targets.UpgradeNodeSignals(ctx, stored, n.Gate.Verdict(), now)
+	signals, next, err := n.Wiring.Gatherer.UpgradeNodeSignals(ctx, stored, n.Gate.Verdict(), now)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("gathering node-level upgrade signals: %w", err)
 	}

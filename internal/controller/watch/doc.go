@@ -22,12 +22,19 @@
 //
 // The cache (ConfigureManager). The manager's options both controllers rely on: unstructured reads
 // (templates and remediation CRs) cached, Nodes and Machines trimmed, no managedFields, watch
-// errors recorded for the gatherer (targets.WatchErrors), and NodeHealthChecks that do not decode
+// errors recorded for the gatherers (Errors, injected by NewWiring), and NodeHealthChecks that do not decode
 // left out (decodeguard).
 //
 // Kinds known only at run time (Dynamic). Template and remediation CR kinds, and the upgrade
 // detectors' kinds, are watched once per kind per controller from the first reconcile that reads
 // them, through the shared cache; a kind the API server does not serve yet is tried again later.
+//
+// Wiring (NewWiring). Each controller gets, from the sources the process builds once (Sources: the
+// Machine reader, the upgrade gate, the lease cache, the clock skew, refused creates, the node
+// condition changes), a ready gatherer, its Affected routes, its Dynamic watch of remediation kinds
+// (bound to the controller once built) and the wakeups that look at every NodeHealthCheck again;
+// the controllers check at setup that they have what they need (Require) instead of falling back
+// at each use.
 //
 // What only one controller routes (the nhc controller's CRD and template events) stays with it.
 package watch

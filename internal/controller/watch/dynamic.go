@@ -29,6 +29,14 @@ func NewDynamic(c controller.Controller, cache cache.Cache) *Dynamic {
 	return &Dynamic{controller: c, cache: cache, watched: map[schema.GroupVersionKind]bool{}}
 }
 
+// Bind makes d add its watches to the controller c: a Dynamic made before its controller (nil
+// controller, as the wiring of a gatherer makes it) is bound once the controller is built.
+func (w *Dynamic) Bind(c controller.Controller) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.controller = c
+}
+
 // Ensure watches gvk with the handler, unless it already does. A kind the API server does not
 // serve yet is not an error: Ensure returns false and the caller tries again on a later reconcile
 // (the controllers watch CRDs, so one comes when the kind appears).
@@ -40,6 +48,9 @@ func (w *Dynamic) Ensure(gvk schema.GroupVersionKind, h handler.EventHandler) (b
 	defer w.mu.Unlock()
 	if w.watched[gvk] {
 		return true, nil
+	}
+	if w.controller == nil {
+		return false, fmt.Errorf("watching %s: the watch of remediation kinds is not bound to its controller", gvk)
 	}
 	obj := &unstructured.Unstructured{}
 	obj.SetGroupVersionKind(gvk)

@@ -11,6 +11,11 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
+// Errors records the list and watch errors of the caches ConfigureManager configures: one record
+// per process, as the errors are facts about the API server. The wiring injects it where kinds are
+// judged readable (NewWiring's gatherers, and internal/controller.NewKindSync).
+var Errors = targets.NewWatchErrors()
+
 // ConfigureManager sets the manager options the controllers rely on: reads of unstructured objects
 // (templates and remediation CRs, whose kinds are only known at run time) are served from the shared
 // cache, cached Nodes and Machines are trimmed to what decisions read, cached objects carry no
@@ -32,9 +37,9 @@ func ConfigureManager(o *ctrl.Options) {
 		o.Cache.DefaultTransform = cache.TransformStripManagedFields()
 	}
 	// A remediation kind whose list or watch fails is told apart from a healthy one
-	// (targets.WatchErrors): it disables only the NodeHealthChecks that use it.
+	// (Errors): it disables only the NodeHealthChecks that use it.
 	if o.Cache.DefaultWatchErrorHandler == nil {
-		o.Cache.DefaultWatchErrorHandler = targets.WatchErrors.Handler
+		o.Cache.DefaultWatchErrorHandler = Errors.Handler
 	}
 	// Machines (both kinds, read as unstructured objects: one informer per kind, shared by the
 	// Machine links and the Cluster API MachineHealthCheck detector) keep only what is read of them.
