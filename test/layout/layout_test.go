@@ -1,14 +1,17 @@
 // Package layout keeps the package map in README.md in step with the packages that exist: a
 // newcomer reads the map first, so a package it does not name, or a name that no longer exists,
-// is a failure.
+// is a failure. It also keeps internal/plumbing what its name says: imported by the binaries alone.
 package layout
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -81,6 +84,37 @@ func TestPackageMap(t *testing.T) {
 			rel, _ := filepath.Rel(root, path)
 			if len(gofiles) > 0 && !named(rel) {
 				t.Errorf("package %s is not in README.md's package map: add a line that says what it is for", rel)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPlumbingIsForBinaries checks that internal/plumbing holds what only the binaries use: no
+// package outside cmd/ and test/ imports it (the folder's own packages may use each other).
+func TestPlumbingIsForBinaries(t *testing.T) {
+	root := testutil.Path()
+	const plumbing = "github.com/medik8s/node-healthcheck/internal/plumbing/"
+	for _, top := range []string{"api", "internal"} {
+		err := filepath.WalkDir(filepath.Join(root, top), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			if strings.HasPrefix(rel, "internal/plumbing/") {
+				return nil
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, plumbing) {
+					t.Errorf("%s imports %s: internal/plumbing is for the binaries (cmd/) alone; move what both need out of it", rel, p)
+				}
 			}
 			return nil
 		})
