@@ -241,7 +241,7 @@ IMAGE_SOURCE ?= https://github.com/medik8s/node-healthcheck
 IMAGE_LICENSES ?= Apache-2.0
 # What the image is built from; the tests call a layout older than any of these stale (test/localcluster).
 IMAGE_INPUTS := $(shell find api cmd internal -name '*.go' ! -name '*_test.go' ! -path 'internal/testutil/*') go.mod go.sum $(CHART)/Chart.yaml
-MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/imagebuild/%,$(IMAGE_INPUTS))
+MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/plumbing/imagebuild/%,$(IMAGE_INPUTS))
 IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
 # A CycloneDX SBOM of each platform's manager, stored in the layout as an OCI 1.1 artifact whose
 # subject is that platform's image (test/image checks it against the binary's build information).

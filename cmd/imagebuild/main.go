@@ -1,6 +1,6 @@
 // Command imagebuild builds the operator's multi-architecture OCI image from prebuilt static manager
-// binaries, without a container daemon and offline, and pushes it (see internal/imagebuild; `make
-// image` and `make image-push` run it).
+// binaries, without a container daemon and offline, and pushes it (see
+// internal/plumbing/imagebuild; `make image` and `make image-push` run it).
 //
 //	imagebuild build --out bin/image --tarball bin/image.tar --version 0.1.0 --revision <commit> \
 //	    --created <unix seconds> --binary linux/amd64=<path> --binary linux/arm64=<path> \
@@ -23,7 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/medik8s/node-healthcheck/internal/imagebuild"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/imagebuild"
 )
 
 func main() {

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/lease"
-	"github.com/medik8s/node-healthcheck/internal/uninstall"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/uninstall"
 )
 
 // cleanupCommand is the first argument that deletes the Leases an uninstalled release leaves (the

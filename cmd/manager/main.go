@@ -30,14 +30,14 @@ import (
 
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/health"
-	"github.com/medik8s/node-healthcheck/internal/metricsauth"
 	"github.com/medik8s/node-healthcheck/internal/opsettings"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/metricsauth"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/lease"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/webhookcert"
 	webhookv1alpha1 "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 )
 
 // gracefulShutdownTimeout bounds how long runnables get to stop after SIGTERM; well inside the

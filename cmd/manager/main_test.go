@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/medik8s/node-healthcheck/internal/controller"
-	"github.com/medik8s/node-healthcheck/internal/webhookcert"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/webhookcert"
 )
 
 // The flag names are an interface the chart, the docs and users' scripts depend on.

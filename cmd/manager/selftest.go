@@ -9,7 +9,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/medik8s/node-healthcheck/internal/selftest"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/selftest"
 )
 
 // selfTestCommand is the first argument that runs the self-test instead of the manager.

@@ -41,12 +41,12 @@ import (
 	_ "github.com/medik8s/node-healthcheck/internal/controller"
 	_ "github.com/medik8s/node-healthcheck/internal/health"
 	_ "github.com/medik8s/node-healthcheck/internal/lease"
-	_ "github.com/medik8s/node-healthcheck/internal/metricsauth"
 	_ "github.com/medik8s/node-healthcheck/internal/opsettings"
-	_ "github.com/medik8s/node-healthcheck/internal/selftest"
-	_ "github.com/medik8s/node-healthcheck/internal/uninstall"
+	_ "github.com/medik8s/node-healthcheck/internal/plumbing/metricsauth"
+	_ "github.com/medik8s/node-healthcheck/internal/plumbing/selftest"
+	_ "github.com/medik8s/node-healthcheck/internal/plumbing/uninstall"
+	_ "github.com/medik8s/node-healthcheck/internal/plumbing/webhookcert"
 	_ "github.com/medik8s/node-healthcheck/internal/webhook/v1alpha1"
-	_ "github.com/medik8s/node-healthcheck/internal/webhookcert"
 
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )

@@ -19,8 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/medik8s/node-healthcheck/internal/plumbing/webhookcert"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
-	"github.com/medik8s/node-healthcheck/internal/webhookcert"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/medik8s/node-healthcheck/internal/imagebuild"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/imagebuild"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 

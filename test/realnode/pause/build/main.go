@@ -1,8 +1,8 @@
 // Command build packs the pause binary into the sandbox image of the real-node cluster: an OCI archive
 // holding one image index (this machine's platform) whose index.json names it by its full reference,
 // so that `ctr images import` stores it under that name and containerd's CRI finds it as its
-// sandbox_image without a registry. The layout and archive are written by internal/imagebuild, as
-// `make image` writes the operator's.
+// sandbox_image without a registry. The layout and archive are written by
+// internal/plumbing/imagebuild, as `make image` writes the operator's.
 //
 //	go run ./test/realnode/pause/build --binary bin/node/.src/pause --out bin/node/pause.oci.tar
 package main
@@ -24,7 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/medik8s/node-healthcheck/internal/imagebuild"
+	"github.com/medik8s/node-healthcheck/internal/plumbing/imagebuild"
 )
 
 // Reference is the sandbox image's name, the one containerd's sandbox_image names (test/realnode).
