@@ -16,7 +16,7 @@ import (
 )
 
 // The uninstall of a release deletes only the node leases labelled with its identity
-// (internal/uninstall), so the operator labels those it creates, and an earlier version's at their
+// (internal/plumbing/uninstall), so the operator labels those it creates, and an earlier version's at their
 // next renewal; a lease another release labelled keeps its label.
 var _ = Describe("Node leases of a release", func() {
 	It("labels the leases it creates with the release's identity", func(ctx SpecContext) {
