@@ -239,3 +239,14 @@ func message(v Verdict, iv Interval) string {
 		return skew + ", within " + bound
 	}
 }
+
+// Beyond says which way the manager's clock is off and by more than which bound, without the
+// measured value, which moves with every response (the gauge, the events and Message carry it): a
+// status or a decision's hold that quotes it would change on every reconcile.
+func (v Verdict) Beyond() string {
+	direction := "ahead of"
+	if v.Offset > 0 {
+		direction = "behind"
+	}
+	return fmt.Sprintf("the manager's clock is %s the API server's by more than %s (--max-clock-skew)", direction, v.Bound)
+}

@@ -613,20 +613,9 @@ func skewBlocker(v clockskew.Verdict) *health.Blocker {
 	case !v.Known:
 		return &health.Blocker{Reason: health.SkipClockSkew, Message: "the skew between the manager's clock and the API server's is not measured yet"}
 	case v.Exceeded:
-		return &health.Blocker{Reason: health.SkipClockSkew, Message: SkewMessage(v)}
+		return &health.Blocker{Reason: health.SkipClockSkew, Message: v.Beyond()}
 	}
 	return nil
-}
-
-// SkewMessage says which way the manager's clock is off and by more than which bound, without the
-// measured value, which moves with every response (the gauge and the events carry it): status that
-// quotes it would be written on every reconcile.
-func SkewMessage(v clockskew.Verdict) string {
-	direction := "ahead of"
-	if v.Offset > 0 {
-		direction = "behind"
-	}
-	return fmt.Sprintf("the manager's clock is %s the API server's by more than %s (--max-clock-skew)", direction, v.Bound)
 }
 
 // Template returns the template the reference names as this snapshot read it (a copy): the CR the

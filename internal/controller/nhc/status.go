@@ -344,7 +344,7 @@ func setClockSkewCondition(conditions *[]metav1.Condition, nhc *remediationv1alp
 	case v.Exceeded:
 		c.Status, c.Reason = metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClockSkewBeyondBound
 		c.Message = fmt.Sprintf("%s; the gauge %s shows by how much: durations cannot be judged, so no remediation starts or escalates until the clocks agree again",
-			capitalize(targets.SkewMessage(*v)), clockskew.MetricSkew)
+			capitalize(v.Beyond()), clockskew.MetricSkew)
 	}
 	meta.SetStatusCondition(conditions, c)
 }
