@@ -100,3 +100,36 @@ func TestCombinedEventsRegardTheObjectWithoutItsVersion(t *testing.T) {
 		t.Fatalf("the caller's object changed: resourceVersion %q", pool.ResourceVersion)
 	}
 }
+
+// Mirrorf records the first Mirror events of a burst also regarding their related object (a node's
+// own events show its remediation), and no more: a mass failure costs Mirror such events per burst.
+func TestMirrorfRegardsTheRelatedObjectForTheFirstOfABurst(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	inner := &capture{}
+	r := &Recorder{Inner: inner, Burst: 3, Window: time.Minute, Mirror: 2, Clock: clock}
+	pool := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "pool", UID: "u1"}}
+	created := func(n string) {
+		r.Mirrorf(pool, node(n), corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created for node %s", n)
+	}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		created(n)
+	}
+	// A minute of quiet: an isolated event again, mirrored.
+	clock.SetTime(clock.Now().Add(time.Minute))
+	created("e")
+	var onNodes []string
+	for _, ev := range inner.got {
+		if ev.regarding != "pool" {
+			if ev.related != "pool" || ev.reason != remediationv1alpha1.EventReasonRemediationCreated || ev.note != "Created for node "+ev.regarding {
+				t.Fatalf("mirrored event %+v: want the same event, regarding the node and related to the NodeHealthCheck", ev)
+			}
+			onNodes = append(onNodes, ev.regarding)
+		}
+	}
+	if fmt.Sprint(onNodes) != "[a b e]" {
+		t.Fatalf("events regarding nodes: %v, want the first 2 of the burst and the isolated one", onNodes)
+	}
+	if len(inner.got) != 5+3 {
+		t.Fatalf("%d events recorded, want 5 regarding the NodeHealthCheck and 3 regarding nodes: %+v", len(inner.got), inner.got)
+	}
+}

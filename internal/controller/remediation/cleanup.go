@@ -62,7 +62,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		r.memory.record(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now)
 		r.Wiring.Gatherer.Forget(cr.GetUID())
 		ctrl.LoggerFrom(ctx).Info("Deleted remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName(), "why", why)
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
+		r.nodeEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationRemoved, "Delete", "Deleted %s %s/%s of node %s: %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, why)
 	}
 	return errors.Join(errs...)
 }

@@ -14,7 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +27,7 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	"github.com/medik8s/node-healthcheck/internal/eventseries"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
@@ -102,8 +102,8 @@ type Reconciler struct {
 	// Leases reads node leases: the cache of the Leases in the lease namespace (NewLeaseCache),
 	// which the gatherer reads too, watched when it is a cache.
 	Leases client.Reader
-	// Recorder emits events.
-	Recorder events.EventRecorder
+	// Recorder emits events, bursts of similar ones merged into series.
+	Recorder *eventseries.Recorder
 	// Refusals records the CR creates the API server refuses for good, which the decisions of both
 	// controllers read (the gatherer's Refusals).
 	Refusals *targets.Refusals

@@ -88,10 +88,10 @@ func (r *Reconciler) create(ctx context.Context, snap *targets.Snapshot, node st
 	r.awaitCache(ctx, cr)
 	ctrl.LoggerFrom(ctx).Info("Created remediation", "node", node, "kind", cr.GetKind(), "name", cr.GetName())
 	if requested.IsZero() {
-		r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
+		r.nodeEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s", cr.GetKind(), cr.GetNamespace(), cr.GetName(), node)
 		return nil
 	}
-	r.nodeRelatedEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s, as requested at %s",
+	r.nodeEvent(nhc, node, corev1.EventTypeNormal, remediationv1alpha1.EventReasonRemediationCreated, "Create", "Created %s %s/%s for node %s, as requested at %s",
 		cr.GetKind(), cr.GetNamespace(), cr.GetName(), node, requested.UTC().Format(time.RFC3339))
 	return r.answerRequests(ctx, snap, node, []unstructured.Unstructured{*cr})
 }

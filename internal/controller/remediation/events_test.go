@@ -60,13 +60,24 @@ var _ = Describe("Events in a mass failure", func() {
 
 		// Per reason: the first DefaultBurst nodes' events, the series' create and its patch (and
 		// one more create when the recorder's patch of the series came before its create: client-go
-		// sends them from two goroutines).
+		// sends them from two goroutines); and the first DefaultMirror starts also regarding their
+		// Node.
 		writes := requests.Since(mark, eventWrites)
 		var lines []string
 		for _, r := range writes {
 			lines = append(lines, r.Method+" "+r.Path)
 		}
-		Expect(len(writes)).To(BeNumerically("<=", 2*(eventseries.DefaultBurst+3)),
+		var onNodes []string
+		for _, node := range sick {
+			for _, ev := range listEvents(ctx, node.Name, remediationv1alpha1.EventReasonRemediationCreated) {
+				Expect(ev.Regarding.Kind).To(Equal("Node"))
+				Expect(ev.Related).NotTo(BeNil())
+				Expect(ev.Related.Name).To(Equal(n.Name))
+				onNodes = append(onNodes, node.Name)
+			}
+		}
+		Expect(onNodes).To(HaveLen(eventseries.DefaultMirror), "the first starts of the burst show in their node's events, and no more")
+		Expect(len(writes)).To(BeNumerically("<=", 2*(eventseries.DefaultBurst+3)+eventseries.DefaultMirror),
 			"%d nodes failing at once cost %d event writes:\n%s", failing, len(writes), strings.Join(lines, "\n"))
 		for _, reason := range []string{remediationv1alpha1.EventReasonDetectedUnhealthy, remediationv1alpha1.EventReasonRemediationCreated} {
 			var related, combined []eventsv1.Event

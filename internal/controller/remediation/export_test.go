@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
+	"github.com/medik8s/node-healthcheck/internal/eventseries"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
@@ -23,7 +24,7 @@ func Standalone(c client.Client, clk clock.PassiveClock, leaseNamespace string, 
 	}
 	refusals := &targets.Refusals{}
 	return &Reconciler{Client: c, Clock: clk, Wall: clock.RealClock{}, APIReader: c, Leases: leases, LeaseNamespace: leaseNamespace,
-		Recorder: &events.FakeRecorder{}, Refusals: refusals,
+		Recorder: eventseries.New(&events.FakeRecorder{}), Refusals: refusals,
 		Wiring: &watch.Wiring{Gatherer: &targets.Gatherer{Reader: c, APIReader: c, Machines: targets.NewMachines(c), Wall: clock.RealClock{},
 			Leases: leases, LeaseNamespace: cmp.Or(leaseNamespace, nodelease.DefaultNamespace), Etcd: &targets.EtcdReader{Reader: c, Mapper: c.RESTMapper()},
 			Refusals: refusals}}}

@@ -104,3 +104,10 @@ func (r *Reconciler) event(nhc *remediationv1alpha1.NodeHealthCheck, eventType, 
 func (r *Reconciler) nodeRelatedEvent(nhc *remediationv1alpha1.NodeHealthCheck, node, eventType, reason, action, note string, args ...any) {
 	r.Recorder.Eventf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, eventType, reason, action, note, args...)
 }
+
+// nodeEvent emits what happens to the node's remediation (a CR created, a CR removed) as
+// nodeRelatedEvent does and, for the first of a burst (eventseries.Recorder.Mirrorf), also regarding
+// the Node, related to the NodeHealthCheck, so that the node's own events show it.
+func (r *Reconciler) nodeEvent(nhc *remediationv1alpha1.NodeHealthCheck, node, eventType, reason, action, note string, args ...any) {
+	r.Recorder.Mirrorf(nhc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, eventType, reason, action, note, args...)
+}
