@@ -5,7 +5,9 @@
 // and what the nhc controller reports (status, events, metrics) fit together, and what kubectl nhc
 // explain answers beside them. A spec of the nhc controller alone belongs in its own suite
 // (internal/controller/nhc), which runs that controller alone and plays the remediation
-// controller's part.
+// controller's part; one of explain alone in internal/explain. The specs here about what the nhc
+// controller reports or explain answers, which need every controller, are in operator_*_test.go,
+// each Describe named "Whole operator: ...".
 package remediation_test
 
 import (
