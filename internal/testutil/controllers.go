@@ -243,6 +243,23 @@ func (e *ControllerEnv) NewNHC(ctx context.Context, group string, mutate ...func
 	return n
 }
 
+// NewPool creates n nodes of a new group, Ready for an hour, and a NodeHealthCheck selecting them
+// (NewNHC, changed by mutate).
+func (e *ControllerEnv) NewPool(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
+	group := e.Unique("g")
+	var nodes []*corev1.Node
+	for range n {
+		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+	}
+	return e.NewNHC(ctx, group, mutate...), nodes
+}
+
+// Sicken makes the node unhealthy: Ready Unknown since an hour ago, past the default unhealthy
+// conditions' durations.
+func (e *ControllerEnv) Sicken(ctx context.Context, n *corev1.Node) {
+	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
+}
+
 // NewCR creates the remediation CR for the node from the template the NodeHealthCheck references,
 // with the remediation controller's builder (remediationcr.Build), as that controller would.
 func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.NodeHealthCheck, node string) *unstructured.Unstructured {

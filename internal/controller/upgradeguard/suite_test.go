@@ -47,21 +47,6 @@ func TestUpgradeGuard(t *testing.T) {
 	RunSpecs(t, "upgradeguard suite")
 }
 
-// workers creates n healthy nodes of a new group and a NodeHealthCheck for them.
-func workers(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
-	group := e.Unique("g")
-	var nodes []*corev1.Node
-	for range n {
-		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-	}
-	return e.NewNHC(ctx, group, mutate...), nodes
-}
-
-// sicken makes the node unhealthy for an hour already.
-func sicken(ctx context.Context, n *corev1.Node) {
-	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
-}
-
 // upgradeCondition reads the NodeHealthCheck's UpgradeInProgress condition.
 func upgradeCondition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() metav1.Condition {
 	return func() metav1.Condition {
