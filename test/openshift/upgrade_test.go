@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,19 +47,6 @@ func topology(ctx context.Context, t string) {
 	singleton(ctx, "Infrastructure", "cluster", map[string]any{"controlPlaneTopology": t, "infrastructureTopology": t})
 }
 
-func condition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, condType string) func() metav1.Condition {
-	return func() metav1.Condition {
-		if c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, condType); c != nil {
-			return *c
-		}
-		return metav1.Condition{}
-	}
-}
-
-func haveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
-	return And(HaveField("Status", status), HaveField("Reason", reason))
-}
-
 func machineConfig(ctx context.Context, n *corev1.Node, current, desired string) {
 	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 	n.Annotations = map[string]string{remediationv1alpha1.MachineConfigCurrentAnnotation: current, remediationv1alpha1.MachineConfigDesiredAnnotation: desired}
@@ -91,8 +77,8 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
 
 		cv := clusterVersion(ctx, "True")
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		e.Sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
@@ -123,8 +109,8 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		By("an unhealthy node being updated holds new remediations")
 		machineConfig(ctx, updatingSick, "rendered-worker-1", "rendered-worker-2")
 		e.Sicken(ctx, updatingSick)
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
 			HaveField("Message", ContainSubstring(updatingSick.Name))))
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -139,10 +125,10 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 	It("disables NodeHealthChecks while a custom MachineHealthCheck exists", func(ctx SpecContext) {
 		n, nodes := e.NewPool(ctx, 3)
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 		mhc := machineHealthCheck(ctx, map[string]any{"type": "Ready", "status": "Unknown", "timeout": "300s"})
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
 			HaveField("Message", ContainSubstring("default/"+mhc.GetName()))))
 		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeDisabled})).
@@ -155,7 +141,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 
 	It("tolerates the termination-handler MachineHealthCheck and leaves terminating nodes to it", func(ctx SpecContext) {
@@ -180,6 +166,6 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		st := e.Status(ctx, n)()
 		Expect(st.HealthyNodes).To(HaveValue(Equal(4)), "3 healthy workers and the terminating node")
 		Consistently(e.TestCRs(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		Expect(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 })
