@@ -13,6 +13,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -243,6 +244,23 @@ func (e *ControllerEnv) NewNHC(ctx context.Context, group string, mutate ...func
 	return n
 }
 
+// NewPool creates n nodes of a new group, Ready for an hour, and a NodeHealthCheck selecting them
+// (NewNHC, changed by mutate).
+func (e *ControllerEnv) NewPool(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
+	group := e.Unique("g")
+	var nodes []*corev1.Node
+	for range n {
+		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
+	}
+	return e.NewNHC(ctx, group, mutate...), nodes
+}
+
+// Sicken makes the node unhealthy: Ready Unknown since an hour ago, past the default unhealthy
+// conditions' durations.
+func (e *ControllerEnv) Sicken(ctx context.Context, n *corev1.Node) {
+	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
+}
+
 // NewCR creates the remediation CR for the node from the template the NodeHealthCheck references,
 // with the remediation controller's builder (remediationcr.Build), as that controller would.
 func (e *ControllerEnv) NewCR(ctx context.Context, owner *remediationv1alpha1.NodeHealthCheck, node string) *unstructured.Unstructured {
@@ -269,6 +287,22 @@ func (e *ControllerEnv) Status(ctx context.Context, n *remediationv1alpha1.NodeH
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
 		return got.Status
 	}
+}
+
+// Condition returns a function reading the NodeHealthCheck's status condition of the type (the zero
+// Condition while there is none), for Eventually.
+func (e *ControllerEnv) Condition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, conditionType string) func() metav1.Condition {
+	return func() metav1.Condition {
+		if c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, conditionType); c != nil {
+			return *c
+		}
+		return metav1.Condition{}
+	}
+}
+
+// HaveCondition matches a condition's status and reason.
+func HaveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
+	return And(HaveField("Status", status), HaveField("Reason", reason))
 }
 
 // Listed returns the names in status.unhealthyNodes.

@@ -9,7 +9,6 @@ import (
 	. "github.com/onsi/gomega/gstruct"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -48,33 +47,6 @@ func topology(ctx context.Context, t string) {
 	singleton(ctx, "Infrastructure", "cluster", map[string]any{"controlPlaneTopology": t, "infrastructureTopology": t})
 }
 
-// workers creates n healthy worker nodes of a new group and a NodeHealthCheck for them.
-func workers(ctx context.Context, n int) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
-	group := e.Unique("g")
-	var nodes []*corev1.Node
-	for range n {
-		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-	}
-	return e.NewNHC(ctx, group), nodes
-}
-
-func sicken(ctx context.Context, n *corev1.Node) {
-	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
-}
-
-func condition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, condType string) func() metav1.Condition {
-	return func() metav1.Condition {
-		if c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, condType); c != nil {
-			return *c
-		}
-		return metav1.Condition{}
-	}
-}
-
-func haveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
-	return And(HaveField("Status", status), HaveField("Reason", reason))
-}
-
 func machineConfig(ctx context.Context, n *corev1.Node, current, desired string) {
 	Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), n)).To(Succeed())
 	n.Annotations = map[string]string{remediationv1alpha1.MachineConfigCurrentAnnotation: current, remediationv1alpha1.MachineConfigDesiredAnnotation: desired}
@@ -99,16 +71,16 @@ func machineHealthCheck(ctx context.Context, conditions ...map[string]any) *unst
 var _ = Describe("Upgrade awareness on OpenShift", func() {
 	It("holds new remediations while the ClusterVersion is progressing; a running one ends; the waiting one starts within a second after the upgrade", func(ctx SpecContext) {
 		clusterVersion(ctx, "False")
-		n, nodes := workers(ctx, 5)
+		n, nodes := e.NewPool(ctx, 5)
 		running, waiting := nodes[3], nodes[4]
-		sicken(ctx, running)
+		e.Sicken(ctx, running)
 		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
 
 		cv := clusterVersion(ctx, "True")
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
-		sicken(ctx, waiting)
+		e.Sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -126,19 +98,19 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 	DescribeTable("on OpenShift, whatever the control-plane topology, holds new remediations while a node about to be remediated is being updated by the Machine Config Operator", func(ctx SpecContext, controlPlaneTopology string) {
 		topology(ctx, controlPlaneTopology)
 		Eventually(func() bool { return gate.Verdict().OpenShift }).Should(BeTrue(), "the operator has seen OpenShift")
-		n, nodes := workers(ctx, 5)
+		n, nodes := e.NewPool(ctx, 5)
 		updatingHealthy, updatingSick := nodes[0], nodes[4]
 
 		By("a healthy node being updated holds nothing")
 		machineConfig(ctx, updatingHealthy, "rendered-worker-1", "rendered-worker-2")
-		sicken(ctx, nodes[3])
+		e.Sicken(ctx, nodes[3])
 		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 
 		By("an unhealthy node being updated holds new remediations")
 		machineConfig(ctx, updatingSick, "rendered-worker-1", "rendered-worker-2")
-		sicken(ctx, updatingSick)
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
+		e.Sicken(ctx, updatingSick)
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonMachineConfigUpdating),
 			HaveField("Message", ContainSubstring(updatingSick.Name))))
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, updatingSick.Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -152,16 +124,16 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 	)
 
 	It("disables NodeHealthChecks while a custom MachineHealthCheck exists", func(ctx SpecContext) {
-		n, nodes := workers(ctx, 3)
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		n, nodes := e.NewPool(ctx, 3)
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 		mhc := machineHealthCheck(ctx, map[string]any{"type": "Ready", "status": "Unknown", "timeout": "300s"})
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(And(
-			haveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(And(
+			testutil.HaveCondition(metav1.ConditionTrue, remediationv1alpha1.ConditionReasonDisabledMHC),
 			HaveField("Message", ContainSubstring("default/"+mhc.GetName()))))
 		Expect(e.Status(ctx, n)().Phase).To(Equal(remediationv1alpha1.PhaseDisabled))
 		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeDisabled})).
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
-		sicken(ctx, nodes[2])
+		e.Sicken(ctx, nodes[2])
 		e.SeenHealthy(ctx, n, 2)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -169,12 +141,12 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 
 		Expect(e.K8s.Delete(ctx, mhc)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
-		Eventually(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)).Should(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 
 	It("tolerates the termination-handler MachineHealthCheck and leaves terminating nodes to it", func(ctx SpecContext) {
 		machineHealthCheck(ctx, map[string]any{"type": "Terminating", "status": "True", "timeout": "0s"})
-		n, nodes := workers(ctx, 5)
+		n, nodes := e.NewPool(ctx, 5)
 		spot, plain := nodes[3], nodes[4]
 		// Unhealthy and terminating in one update, as the node would be seen: never one without the other.
 		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(spot), spot)).To(Succeed())
@@ -184,7 +156,7 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 			{Type: "Terminating", Status: corev1.ConditionTrue, LastTransitionTime: hourAgo, Reason: "SpotInstanceTermination"},
 		}
 		Expect(e.K8s.Status().Update(ctx, spot)).To(Succeed())
-		sicken(ctx, plain)
+		e.Sicken(ctx, plain)
 
 		Eventually(e.TestCRs(ctx, plain.Name)).Should(HaveLen(1))
 		Eventually(func() string { return e.Status(ctx, n)().Reason }).Should(And(ContainSubstring(spot.Name), ContainSubstring("termination-handler MachineHealthCheck")))
@@ -194,6 +166,6 @@ var _ = Describe("Upgrade awareness on OpenShift", func() {
 		st := e.Status(ctx, n)()
 		Expect(st.HealthyNodes).To(HaveValue(Equal(4)), "3 healthy workers and the terminating node")
 		Consistently(e.TestCRs(ctx, spot.Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(haveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
+		Expect(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeDisabled)()).To(testutil.HaveCondition(metav1.ConditionFalse, remediationv1alpha1.ConditionReasonEnabled))
 	})
 })

@@ -13,6 +13,8 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
+// Every outcome, as the whole operator records it from what the remediation controller does, is
+// specified in the operator suite: internal/controller/remediation/operator_outcomes_test.go.
 var _ = Describe("Remediation outcomes", func() {
 	// Here the specs play the remediation controller: they create and delete the CRs.
 	It("records each ended remediation once when many end together, over batched status writes", func(ctx SpecContext) {

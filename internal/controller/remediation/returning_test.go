@@ -10,21 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // poolOfFour creates four healthy nodes of a new group and a NodeHealthCheck selecting the group
-// with minHealthy 3, changed by mutate.
+// with minHealthy 3, changed by mutate (testutil's NewPool), and returns the group too.
 func poolOfFour(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, string, []*corev1.Node) {
-	group := e.Unique("g")
-	var nodes []*corev1.Node
-	for range 4 {
-		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-	}
-	n := e.NewNHC(ctx, group, append([]func(*remediationv1alpha1.NodeHealthCheck){func(n *remediationv1alpha1.NodeHealthCheck) {
+	n, nodes := e.NewPool(ctx, 4, append([]func(*remediationv1alpha1.NodeHealthCheck){func(n *remediationv1alpha1.NodeHealthCheck) {
 		v := intstr.FromInt32(3)
 		n.Spec.MinHealthy = &v
 	}}, mutate...)...)
-	return n, group, nodes
+	return n, nodes[0].Labels[testutil.GroupLabel], nodes
 }
 
 // outage makes three nodes of a pool of four fail at once (due at the same moment: 1 healthy, 3

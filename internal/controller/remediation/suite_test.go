@@ -1,3 +1,13 @@
+// Package remediation_test is the operator suite (TestOperator): every controller the manager runs
+// (controller.SetupWithManager: nhc, remediation, upgradeguard, decodeguard), on one manager and one
+// cache, against a real API server. It lives in the remediation controller's package, but its specs
+// are about the operator as a whole: how what the remediation controller does (CRs, node leases)
+// and what the nhc controller reports (status, events, metrics) fit together, and what kubectl nhc
+// explain answers beside them. A spec of the nhc controller alone belongs in its own suite
+// (internal/controller/nhc), which runs that controller alone and plays the remediation
+// controller's part; one of explain alone in internal/explain. The specs here about what the nhc
+// controller reports or explain answers, which need every controller, are in operator_*_test.go,
+// each Describe named "Whole operator: ...".
 package remediation_test
 
 import (
@@ -35,7 +45,7 @@ var (
 	watches = &testutil.WatchGate{}
 	// controllers are the controllers the manager runs, for specs that look into their memory.
 	controllers controller.Controllers
-	// Both controllers run, as in the manager: nhc reports in status, remediation acts. Every spec
+	// Every controller runs, as in the manager: nhc reports in status, remediation acts. Every spec
 	// starts with the fake clock at real time.
 	e = testutil.ControllerSuite(testutil.SuiteOptions{
 		EnvOptions: testutil.EnvOptions{ManagerTransport: func(rt http.RoundTripper) http.RoundTripper { return requests.Wrap(watches.Wrap(rt)) }},
@@ -51,7 +61,8 @@ var (
 	})
 )
 
-func TestRemediationController(t *testing.T) {
+// TestOperator runs the operator suite.
+func TestOperator(t *testing.T) {
 	RegisterFailHandler(Fail)
-	RunSpecs(t, "remediation controller suite")
+	RunSpecs(t, "operator suite: every controller as the manager runs them")
 }

@@ -8,13 +8,11 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller"
 	"github.com/medik8s/node-healthcheck/internal/controller/upgradeguard"
 	"github.com/medik8s/node-healthcheck/internal/controller/watch"
@@ -45,37 +43,6 @@ var pauseKey = types.NamespacedName{Namespace: "default", Name: "pause-remediati
 func TestUpgradeGuard(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "upgradeguard suite")
-}
-
-// workers creates n healthy nodes of a new group and a NodeHealthCheck for them.
-func workers(ctx context.Context, n int, mutate ...func(*remediationv1alpha1.NodeHealthCheck)) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
-	group := e.Unique("g")
-	var nodes []*corev1.Node
-	for range n {
-		nodes = append(nodes, e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour))
-	}
-	return e.NewNHC(ctx, group, mutate...), nodes
-}
-
-// sicken makes the node unhealthy for an hour already.
-func sicken(ctx context.Context, n *corev1.Node) {
-	e.SetReady(ctx, n, corev1.ConditionUnknown, time.Hour)
-}
-
-// upgradeCondition reads the NodeHealthCheck's UpgradeInProgress condition.
-func upgradeCondition(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck) func() metav1.Condition {
-	return func() metav1.Condition {
-		c := meta.FindStatusCondition(e.Status(ctx, n)().Conditions, remediationv1alpha1.ConditionTypeUpgradeInProgress)
-		if c == nil {
-			return metav1.Condition{}
-		}
-		return *c
-	}
-}
-
-// haveCondition matches a condition's status and reason.
-func haveCondition(status metav1.ConditionStatus, reason string) OmegaMatcher {
-	return And(HaveField("Status", status), HaveField("Reason", reason))
 }
 
 // pauseConfigMap creates the pause ConfigMap; it is deleted after the spec (or earlier by the spec).

@@ -89,9 +89,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 	It("blocks new remediations while the gate is unknown, and starts them within a second once it is known", func(ctx SpecContext) {
 		gate.Expect("test-detector") // enabled, never evaluated yet: unknown
 		DeferCleanup(func() { gate.Report("test-detector", nil, e.Clock.Now()) })
-		n, nodes := workers(ctx, 3)
-		sicken(ctx, nodes[2])
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
+		n, nodes := e.NewPool(ctx, 3)
+		e.Sicken(ctx, nodes[2])
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condUnknown, remediationv1alpha1.ConditionReasonUpgradeUnknown),
 			HaveField("Message", ContainSubstring("test-detector: not evaluated yet"))))
 		e.SeenHealthy(ctx, n, 2)
 		e.RemediationDecided(ctx, n)
@@ -101,28 +101,28 @@ var _ = Describe("Upgrade-aware pausing", func() {
 
 		gate.Report("test-detector", nil, e.Clock.Now())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 		Expect(gateMetric("test-detector", "open")()).To(Equal(1.0))
 	})
 
 	It("holds new remediations while the pause ConfigMap exists, and a running one's escalation; both go on within a second of the resume", func(ctx SpecContext) {
 		t1, t2 := multiTemplate(ctx), multiTemplate(ctx)
-		n, nodes := workers(ctx, 5, func(n *remediationv1alpha1.NodeHealthCheck) {
+		n, nodes := e.NewPool(ctx, 5, func(n *remediationv1alpha1.NodeHealthCheck) {
 			n.Spec.RemediationTemplate = nil
 			n.Spec.EscalatingRemediations = []remediationv1alpha1.EscalatingRemediation{testutil.Step(t1, 1, 5*time.Minute), testutil.Step(t2, 2, 5*time.Minute)}
 		})
 		running, waiting := nodes[3], nodes[4]
-		sicken(ctx, running)
+		e.Sicken(ctx, running)
 		Eventually(e.TestCRs(ctx, running.Name)).Should(HaveLen(1))
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 
 		cm := pauseConfigMap(ctx, "upgrading to 1.38, by @admin")
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", ContainSubstring("upgrading to 1.38, by @admin"))))
 		Eventually(gateMetric(upgrade.DetectorPauseObject, "closed")).Should(Equal(1.0))
 		Expect(testutil.Series(nhc.MetricCondition, map[string]string{"nhc": n.Name, "type": remediationv1alpha1.ConditionTypeUpgradeInProgress})).
 			To(HaveField("Gauge.Value", PointTo(Equal(1.0))))
-		sicken(ctx, waiting)
+		e.Sicken(ctx, waiting)
 		e.SeenHealthy(ctx, n, 3)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, waiting.Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -153,7 +153,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		By("ending the running one when its node recovers")
 		e.SetReady(ctx, running, corev1.ConditionTrue, 0)
 		Eventually(e.TestCRs(ctx, running.Name)).Should(BeEmpty())
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
 		Eventually(e.Events(ctx, cm.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradeEnded))
 		Expect(gateMetric(upgrade.DetectorPauseObject, "open")()).To(Equal(1.0))
@@ -164,9 +164,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("upgrade-tool"), LeaseDurationSeconds: ptr.To[int32](600), RenewTime: &renewed}}
 		e.Create(ctx, lease)
-		n, nodes := workers(ctx, 3)
-		sicken(ctx, nodes[2])
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+		n, nodes := e.NewPool(ctx, 3)
+		e.Sicken(ctx, nodes[2])
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", ContainSubstring("held by upgrade-tool until"))))
 		e.SeenHealthy(ctx, n, 2)
 		e.RemediationDecided(ctx, n)
@@ -175,20 +175,20 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		e.Clock.Step(10 * time.Minute) // the tool stopped renewing
 		e.Touch(ctx, lease)
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).Should(HaveLen(1))
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
 	It("pauses while a pause Lease without a duration exists, also beyond the maximum pause", func(ctx SpecContext) {
 		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: pauseKey.Namespace, Name: pauseKey.Name}}
 		e.Create(ctx, lease)
-		n, nodes := workers(ctx, 3)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		n, nodes := e.NewPool(ctx, 3)
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		e.Step(ctx, maxPause+time.Hour)
-		sicken(ctx, nodes[2]) // after the step: the controllers look at it with the stepped clock
+		e.Sicken(ctx, nodes[2]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 2)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		Expect(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)()).To(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.K8s.Delete(ctx, lease)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[2].Name)).WithTimeout(time.Second).Should(HaveLen(1))
 	})
@@ -196,9 +196,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 	DescribeTable("holds new remediations while Cluster API rolls out",
 		func(ctx SpecContext, kind string, rolling, done map[string]any) {
 			obj := clusterAPI(ctx, kind, rolling)
-			n, nodes := workers(ctx, 3)
-			sicken(ctx, nodes[2])
-			Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+			n, nodes := e.NewPool(ctx, 3)
+			e.Sicken(ctx, nodes[2])
+			Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 				HaveField("Message", ContainSubstring(kind+" default/"+obj.GetName()))))
 			e.SeenHealthy(ctx, n, 2)
 			e.RemediationDecided(ctx, n)
@@ -219,7 +219,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 	)
 
 	It("holds new remediations of a NodeHealthCheck while its nodes upgrade their kubelets one by one", func(ctx SpecContext) {
-		n, nodes := workers(ctx, 6)
+		n, nodes := e.NewPool(ctx, 6)
 		kubelet := func(node *corev1.Node, v string) {
 			update(ctx, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v }, true)
 		}
@@ -231,14 +231,14 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			kubelet(node, "v1.37.2")
 		}
 		By("mixed versions alone are no signal")
-		sicken(ctx, nodes[5])
+		e.Sicken(ctx, nodes[5])
 		Eventually(e.TestCRs(ctx, nodes[5].Name)).Should(HaveLen(1))
 
 		cordon(nodes[1], true)
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
 			HaveField("Message", And(ContainSubstring("1.37 (5), 1.38 (1)"), ContainSubstring(nodes[1].Name+" is cordoned")))))
 		Eventually(gateMetric(upgrade.DetectorNodeRollout, "closed")).Should(Equal(1.0))
-		sicken(ctx, nodes[4])
+		e.Sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
@@ -250,7 +250,7 @@ var _ = Describe("Upgrade-aware pausing", func() {
 	})
 
 	It("measures a node-level signal's maximum pause from when the upgradeguard first saw it for the NodeHealthCheck", func(ctx SpecContext) {
-		n, nodes := workers(ctx, 7)
+		n, nodes := e.NewPool(ctx, 7)
 		for i, node := range nodes {
 			v := "v1.37.2"
 			if i == 0 {
@@ -259,97 +259,97 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			update(ctx, node, func(n *corev1.Node) { n.Status.NodeInfo.KubeletVersion = v }, true)
 		}
 		update(ctx, nodes[1], func(n *corev1.Node) { n.Spec.Unschedulable = true }, false)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade))
 		rollout := []upgrade.Signal{{Detector: upgrade.DetectorNodeRollout}}
 		// The upgradeguard recorded it: the controllers read its start (unrecorded, it would begin at
 		// every evaluation's now, and never expire).
 		Eventually(func() time.Time { return gate.NodeSince(n.Name, rollout, time.Time{})[0].Since }).Should(BeTemporally("==", e.Clock.Now()))
 
 		e.Step(ctx, maxPause-time.Minute)
-		sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
+		e.Sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 6)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(upgradeCondition(ctx, n)()).To(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
+		Expect(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)()).To(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonNodeRollingUpgrade),
 			HaveField("Message", ContainSubstring("until %s at the latest", e.Clock.Now().Add(time.Minute).UTC().Format(time.RFC3339)))))
 
 		e.Step(ctx, time.Minute)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).Should(HaveLen(1))
 
 		update(ctx, nodes[1], func(n *corev1.Node) { n.Spec.Unschedulable = false }, false)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 		Eventually(func() time.Time { return gate.NodeSince(n.Name, rollout, time.Time{})[0].Since }).Should(BeZero(), "forgotten when gone")
 	})
 
 	It("resumes with a warning after a signal's maximum pause, keeps resuming while it is stuck, and pauses again for a new signal", func(ctx SpecContext) {
 		stuck := clusterAPI(ctx, "MachineDeployment", rollingOut())
-		n, nodes := workers(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+		n, nodes := e.NewPool(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 			HaveField("Message", ContainSubstring(stuck.GetName()))))
 		e.Step(ctx, maxPause-time.Minute)
-		sicken(ctx, nodes[3]) // after the step: the controllers look at it with the stepped clock
+		e.Sicken(ctx, nodes[3]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 6)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[3].Name)).WithTimeout(time.Second).Should(BeEmpty())
 
 		e.Step(ctx, time.Minute)
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
 			HaveField("Message", ContainSubstring(stuck.GetName()))))
 		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElement(remediationv1alpha1.EventReasonUpgradePauseExpired))
 
 		e.Step(ctx, time.Hour)
-		sicken(ctx, nodes[5]) // a node falling sick now is remediated at once: the controllers looked after the step
+		e.Sicken(ctx, nodes[5]) // a node falling sick now is remediated at once: the controllers looked after the step
 		Eventually(e.TestCRs(ctx, nodes[5].Name)).Should(HaveLen(1))
 		e.SeenHealthy(ctx, n, 5)
-		Consistently(upgradeCondition(ctx, n)).WithTimeout(500 * time.Millisecond).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Consistently(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).WithTimeout(500 * time.Millisecond).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 
 		By("a rollout that starts while the stuck one is still seen pauses for its own maximum pause")
 		fresh := clusterAPI(ctx, "KubeadmControlPlane", rollingOut())
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout),
 			HaveField("Message", And(ContainSubstring(fresh.GetName()), ContainSubstring("has passed for: Cluster API rolls out MachineDeployment default/"+stuck.GetName())))))
 		e.Step(ctx, maxPause-time.Minute)
-		sicken(ctx, nodes[4])
+		e.Sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
 		e.Step(ctx, time.Minute)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).Should(HaveLen(1))
 
 		setClusterAPIStatus(ctx, stuck, rolledOut())
 		setClusterAPIStatus(ctx, fresh, rolledOut())
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
 	It("holds new remediations while the pause object exists, beyond the maximum pause, after another signal's pause expired", func(ctx SpecContext) {
 		rollout := clusterAPI(ctx, "MachineDeployment", rollingOut())
-		n, nodes := workers(ctx, 5)
-		sicken(ctx, nodes[3])
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout))
+		n, nodes := e.NewPool(ctx, 5)
+		e.Sicken(ctx, nodes[3])
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterAPIRollout))
 		e.Step(ctx, maxPause)
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 
 		By("the pause object appears and holds for longer than the maximum pause")
 		cm := pauseConfigMap(ctx, "upgrading the workers, by @admin")
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject),
 			HaveField("Message", And(ContainSubstring("upgrading the workers, by @admin"), ContainSubstring("has passed for: Cluster API rolls out")))))
 		e.Step(ctx, maxPause+time.Hour)
-		sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
+		e.Sicken(ctx, nodes[4]) // after the step: the controllers look at it with the stepped clock
 		e.SeenHealthy(ctx, n, 3)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())
-		Expect(upgradeCondition(ctx, n)()).To(haveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
+		Expect(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)()).To(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonPauseObject))
 		Expect(e.Status(ctx, n)()).To(And(HaveField("Phase", remediationv1alpha1.PhasePaused), HaveField("Reason", ContainSubstring("pause ConfigMap default/pause-remediation exists"))))
 
 		By("it is removed, and remediation resumes while the expired rollout is still seen")
 		Expect(e.K8s.Delete(ctx, cm)).To(Succeed())
 		Eventually(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(HaveLen(1))
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired))
 		Eventually(e.Events(ctx, n.Name)).Should(ContainElements(remediationv1alpha1.EventReasonUpgradeDetected, remediationv1alpha1.EventReasonUpgradePauseExpired))
 		setClusterAPIStatus(ctx, rollout, rolledOut())
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonNoUpgrade))
 	})
 
 	It("turns the OpenShift ClusterVersion detector on when its CRD appears after the start", func(ctx SpecContext) {
@@ -375,9 +375,9 @@ var _ = Describe("Upgrade-aware pausing", func() {
 			Expect(e.K8s.Status().Update(ctx, cv)).To(Succeed())
 		}
 		progressing("True", time.Now())
-		n, nodes := workers(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
-		sicken(ctx, nodes[2])
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
+		n, nodes := e.NewPool(ctx, 7) // three of them fall sick: 4 of 7 stay healthy, at least 51%
+		e.Sicken(ctx, nodes[2])
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
 		e.SeenHealthy(ctx, n, 6)
 		e.RemediationDecided(ctx, n)
@@ -388,16 +388,16 @@ var _ = Describe("Upgrade-aware pausing", func() {
 		By("the pause is measured from the Progressing condition, which survives operator restarts")
 		began := e.Clock.Now().Add(-maxPause - time.Minute)
 		progressing("True", began, map[string]any{"state": "Partial", "startedTime": began.UTC().Format(time.RFC3339), "version": "4.20.1"})
-		Eventually(upgradeCondition(ctx, n)).Should(And(haveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(And(testutil.HaveCondition(condFalse, remediationv1alpha1.ConditionReasonUpgradePauseExpired),
 			HaveField("Message", ContainSubstring("Working towards 4.20.1"))))
-		sicken(ctx, nodes[3])
+		e.Sicken(ctx, nodes[3])
 		Eventually(e.TestCRs(ctx, nodes[3].Name)).Should(HaveLen(1))
 
 		By("an update started while the stuck one is still progressing pauses again")
 		progressing("True", began, map[string]any{"state": "Partial", "startedTime": e.Clock.Now().UTC().Format(time.RFC3339), "version": "4.20.2"},
 			map[string]any{"state": "Partial", "startedTime": began.UTC().Format(time.RFC3339), "version": "4.20.1"})
-		Eventually(upgradeCondition(ctx, n)).Should(haveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing))
-		sicken(ctx, nodes[4])
+		Eventually(e.Condition(ctx, n, remediationv1alpha1.ConditionTypeUpgradeInProgress)).Should(testutil.HaveCondition(condTrue, remediationv1alpha1.ConditionReasonClusterVersionProgressing))
+		e.Sicken(ctx, nodes[4])
 		e.SeenHealthy(ctx, n, 4)
 		e.RemediationDecided(ctx, n)
 		Consistently(e.TestCRs(ctx, nodes[4].Name)).WithTimeout(time.Second).Should(BeEmpty())

@@ -120,7 +120,11 @@ func recordedOnce(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, n
 	Expect(outcomeTotal(n)()).To(BeNumerically("==", 1))
 }
 
-var _ = Describe("Remediation outcomes", func() {
+// Whole-operator specs about the remediation outcomes the nhc controller records in status (and
+// counts, and explain shows): each outcome follows from what the remediation controller does (its
+// CRs, their timeouts, their deletion), so both run. The nhc suite's "Remediation outcomes"
+// (internal/controller/nhc/outcomes_test.go) plays the remediation controller's part instead.
+var _ = Describe("Whole operator: remediation outcomes in NodeHealthCheck status", func() {
 	It("records Healthy after step 1 of a single template in status, counts it once, observes the time to recovery, shows it in explain, and sets no deadline", func(ctx SpecContext) {
 		_, n, sick, first := remediatedOnce(ctx)
 		// The gauges are set before the status that lists the CR is written.

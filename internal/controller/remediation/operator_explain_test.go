@@ -19,7 +19,6 @@ import (
 	"github.com/medik8s/node-healthcheck/internal/explain"
 	"github.com/medik8s/node-healthcheck/internal/health"
 	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
-	"github.com/medik8s/node-healthcheck/internal/opsettings"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
@@ -76,7 +75,11 @@ func agrees(ctx context.Context, n *remediationv1alpha1.NodeHealthCheck, pool []
 	}
 }
 
-var _ = Describe("kubectl nhc explain", func() {
+// Whole-operator specs about kubectl nhc explain: it must decide as the running operator decides, and
+// answer from what the user may read; the controllers make the CRs, leases and status it reads
+// here. Reading the settings the operator publishes needs no controller: internal/explain's
+// TestFindSettings.
+var _ = Describe("Whole operator: kubectl nhc explain", func() {
 	It("decides as the operator does on the same cluster, and says why a node is held back", func(ctx SpecContext) {
 		n, _, nodes := poolOfFour(ctx, func(n *remediationv1alpha1.NodeHealthCheck) {
 			v := intstr.FromInt32(2)
@@ -153,24 +156,5 @@ var _ = Describe("kubectl nhc explain", func() {
 		role.Rules = role.Rules[:1]
 		Expect(e.K8s.Update(ctx, role)).To(Succeed())
 		Eventually(func() error { return explain.NHC(ctx, c, "any", explainOptions(), &out) }).Should(MatchError(ContainSubstring("nodehealthchecks")))
-	})
-
-	It("reads the lease namespace and returning-node grace the operator publishes, and says when it cannot", func(ctx SpecContext) {
-		_, err := explain.FindSettings(ctx, e.K8s)
-		Expect(err).To(MatchError(ContainSubstring("no operator publishes its settings")))
-
-		settings := opsettings.Settings{LeaseNamespace: "leases-elsewhere", ReturningNodeGrace: 20 * time.Second, MaxClockSkew: 5 * time.Second, Version: "1.2.3"}
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: e.Unique("settings"), Labels: map[string]string{opsettings.Label: "true"}}}
-		e.Create(ctx, cm)
-		_, err = explain.FindSettings(ctx, e.K8s)
-		Expect(err).To(MatchError(ContainSubstring("has not published its settings")), "created by the chart, not filled yet")
-		cm.Data = settings.Data()
-		Expect(e.K8s.Update(ctx, cm)).To(Succeed())
-		Expect(explain.FindSettings(ctx, e.K8s)).To(Equal(explain.Published{Settings: settings, ConfigMap: "default/" + cm.Name}))
-
-		other := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: e.Unique("settings"), Labels: map[string]string{opsettings.Label: "true"}}, Data: settings.Data()}
-		e.Create(ctx, other)
-		_, err = explain.FindSettings(ctx, e.K8s)
-		Expect(err).To(MatchError(ContainSubstring("more than one operator publishes its settings")))
 	})
 })
