@@ -45,6 +45,25 @@ func workers(ctx context.Context) (group string, sick *corev1.Node) {
 	return group, e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
 }
 
+// firstAndSecond sets up two NodeHealthChecks over one unhealthy worker: the first, over the
+// workers' group, has remediated sick; the second selects that group and another, whose unhealthy
+// node own it remediates itself (its CR shows the remediation controller reconciled the second).
+// template is the second's remediation template, given the first.
+func firstAndSecond(ctx context.Context, template func(first *remediationv1alpha1.NodeHealthCheck) *corev1.ObjectReference) (group string, sick, own *corev1.Node, first, second *remediationv1alpha1.NodeHealthCheck) {
+	GinkgoHelper()
+	group, sick = workers(ctx)
+	other := e.Unique("g")
+	e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
+	own = e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
+	first = e.NewNHC(ctx, group)
+	Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+	second = e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+		n.Spec.RemediationTemplate = template(first)
+		n.Spec.Selector = groups(group, other)
+	})
+	return group, sick, own, first, second
+}
+
 func setCondition(ctx context.Context, cr *unstructured.Unstructured, conds ...map[string]any) {
 	list := make([]any, 0, len(conds))
 	for _, c := range conds {
@@ -184,17 +203,8 @@ var _ = Describe("The remediation lifecycle", func() {
 	})
 
 	It("leaves a node to the NodeHealthCheck that remediates it first", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
-		// remediation controller reconciled the second one.
-		other := e.Unique("g")
-		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
-		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
-		first := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
-		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
-			n.Spec.RemediationTemplate = first.Spec.RemediationTemplate.DeepCopy()
-			n.Spec.Selector = groups(group, other)
+		group, sick, own, first, second := firstAndSecond(ctx, func(first *remediationv1alpha1.NodeHealthCheck) *corev1.ObjectReference {
+			return first.Spec.RemediationTemplate.DeepCopy()
 		})
 		Eventually(e.Events(ctx, second.Name)).Should(ContainElement(remediationv1alpha1.EventReasonRemediationSkipped))
 		Eventually(e.TestCRs(ctx, own.Name)).Should(ConsistOf(ownedBy(second)), "the remediation controller reconciled the second NodeHealthCheck")

@@ -148,19 +148,8 @@ var _ = Describe("Status is a report, not a command", func() {
 
 var _ = Describe("Across NodeHealthChecks", func() {
 	It("never starts a second remediator on a node another NodeHealthCheck remediates with another kind", func(ctx SpecContext) {
-		group, sick := workers(ctx)
-		// Nodes only the second NodeHealthCheck selects, one of them unhealthy: its CR shows the
-		// remediation controller reconciled the second one.
-		other := e.Unique("g")
-		e.NewNode(ctx, other, corev1.ConditionTrue, time.Hour)
-		own := e.NewNode(ctx, other, corev1.ConditionUnknown, time.Hour)
-		first := e.NewNHC(ctx, group)
-		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
 		snr := snrTemplate(ctx)
-		second := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
-			n.Spec.RemediationTemplate = snr
-			n.Spec.Selector = groups(group, other)
-		})
+		_, sick, own, first, second := firstAndSecond(ctx, func(*remediationv1alpha1.NodeHealthCheck) *corev1.ObjectReference { return snr })
 		Eventually(func() string { return e.Status(ctx, second)().Reason }).Should(ContainSubstring("remediated by NodeHealthCheck " + first.Name))
 		Eventually(e.CRsOf(ctx, own.Name, testutil.SelfNodeRemediationKind)).Should(HaveLen(1), "the remediation controller reconciled the second NodeHealthCheck")
 		Consistently(e.CRsOf(ctx, sick.Name, testutil.SelfNodeRemediationKind)).WithTimeout(time.Second).Should(BeEmpty())
