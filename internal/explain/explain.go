@@ -7,7 +7,9 @@
 //
 // Files: explain.go answers for a node and for a NodeHealthCheck; gather.go reads the cluster the
 // way the operator does (Gather); print.go prints a snapshot's decision, its own verdicts, never
-// judged again; partial.go notes what the user may not read; request.go asks for a remediation.
+// judged again; report.go gives the same answer as data (NodeExplanation,
+// NodeHealthCheckExplanation: kubectl nhc explain -o json|yaml, docs/kubectl-nhc.md); partial.go
+// notes what the user may not read; request.go asks for a remediation.
 package explain
 
 import (
