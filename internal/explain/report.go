@@ -111,7 +111,8 @@ type NodeHealthCheckExplanation struct {
 	DecidedAt       metav1.Time `json:"decidedAt"`
 	Name            string      `json:"name"`
 	Mode            []string    `json:"mode,omitempty"`
-	// Selector is spec.selector as a label selector string ("" selects every node).
+	// Selector is spec.selector as a label selector string ("(every node)" when empty, "(invalid)"
+	// when it does not parse).
 	Selector string `json:"selector"`
 	Budget   Budget `json:"budget"`
 	// Disabled is why the NodeHealthCheck cannot work, if it cannot.
