@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,6 +281,17 @@ func TestAgainstAnAPIServer(t *testing.T) {
 			stderr: []string{"127.0.0.1:1"}},
 		{name: "--server overrides the context's", args: []string{"explain", "nhc", "nhc-workers", "--context=elsewhere", "--server=" + cfg.Host},
 			stdout: []string{"NodeHealthCheck nhc-workers"}},
+		{name: "completion of node names", args: []string{"__complete", "request", "node", ""},
+			stdout: []string{"worker-1\n", "worker-2\n", "worker-3\n", "\n:4\n"}}, // 4: no file completion
+		{name: "completion of NodeHealthCheck names", args: []string{"__complete", "explain", "nhc", ""},
+			stdout: []string{"nhc-workers\n", "\n:4\n"}},
+		{name: "completion of node names as a user who may not list them", args: []string{"__complete", "request", "node", "--as=alice", ""},
+			stdout: []string{":1\n"}, // 1: an error
+			check: func(t *testing.T, r result) {
+				if strings.Contains(r.stdout, "worker-1") {
+					t.Errorf("stdout %q", r.stdout)
+				}
+			}},
 		{name: "-o json", args: []string{"explain", "node", "worker-1", "-o", "json"},
 			check: func(t *testing.T, r result) {
 				var x explain.NodeExplanation
@@ -338,7 +350,13 @@ func TestAgainstAnAPIServer(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runPlugin(append(tc.args, "--kubeconfig="+kubeconfig, "--request-timeout=10s")...)
+			args := append(tc.args, "--kubeconfig="+kubeconfig, "--request-timeout=10s")
+			if tc.args[0] == "__complete" {
+				// The word to complete comes last.
+				last := len(tc.args) - 1
+				args = append(append(slices.Clone(tc.args[:last]), "--kubeconfig="+kubeconfig, "--request-timeout=10s"), tc.args[last])
+			}
+			r := runPlugin(args...)
 			if r.code != tc.code {
 				t.Errorf("exit code %d, want %d; stderr %q", r.code, tc.code, r.stderr)
 			}
