@@ -198,7 +198,7 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 .PHONY: build
 build: ## Build the manager binary into bin/manager, and the kubectl plugin into bin/kubectl-nhc.
 	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
-	go build -o $(LOCALBIN)/kubectl-nhc ./cmd/kubectl-nhc
+	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(LOCALBIN)/kubectl-nhc ./cmd/kubectl-nhc
 
 CHART_VERSION = $(shell awk '$$1 == "version:" {print $$2}' $(CHART)/Chart.yaml)
 CHART_PACKAGE = $(LOCALBIN)/chart/node-healthcheck-$(CHART_VERSION).tgz

@@ -7,7 +7,9 @@
 //
 // Files: explain.go answers for a node and for a NodeHealthCheck; gather.go reads the cluster the
 // way the operator does (Gather); print.go prints a snapshot's decision, its own verdicts, never
-// judged again; partial.go notes what the user may not read; request.go asks for a remediation.
+// judged again; report.go gives the same answer as data (NodeExplanation,
+// NodeHealthCheckExplanation: kubectl nhc explain -o json|yaml, docs/kubectl-nhc.md); partial.go
+// notes what the user may not read; request.go asks for a remediation.
 package explain
 
 import (
@@ -31,7 +33,8 @@ import (
 )
 
 // Node explains every NodeHealthCheck's view of the node to w, with how its last remediations
-// ended (also for a node that no longer exists, or that a NodeHealthCheck no longer selects).
+// ended (also for a node that no longer exists, or that a NodeHealthCheck no longer selects), as
+// text or, with o.Output, as a NodeExplanation.
 // Kinds the user may not read but NodeHealthChecks and Nodes are taken as absent, and the answer
 // says so (partial).
 func Node(ctx context.Context, userClient client.Client, name string, o Options, w io.Writer) error {
@@ -57,6 +60,9 @@ func Node(ctx context.Context, userClient client.Client, name string, o Options,
 	}
 
 	etcd := etcdVerdict(ctx, c, checks, node)
+	if o.Output != OutputText {
+		return write(w, o.Output, nodeExplanation(c, checks, node, lease, etcd, o))
+	}
 
 	p := &printer{w: w}
 	p.line(0, "Node %s", name)
@@ -101,6 +107,13 @@ func goneNode(ctx context.Context, c *partial, name string, notFound error, o Op
 	if err != nil {
 		return err
 	}
+	if o.Output != OutputText {
+		x := goneNodeExplanation(c, checks, name, o)
+		if len(x.NodeHealthChecks) == 0 {
+			return fmt.Errorf("getting node %s: %w", name, notFound)
+		}
+		return write(w, o.Output, x)
+	}
 	p := &printer{w: w}
 	found := false
 	for _, ch := range checks {
@@ -123,7 +136,8 @@ func goneNode(ctx context.Context, c *partial, name string, notFound error, o Op
 	return p.err
 }
 
-// NHC summarises one NodeHealthCheck to w: its budget, every node it lists or holds back, and why.
+// NHC summarises one NodeHealthCheck to w: its budget, every node it lists or holds back, and why,
+// as text or, with o.Output, as a NodeHealthCheckExplanation.
 // Kinds the user may not read but NodeHealthChecks and Nodes are taken as absent, and the answer
 // says so (partial).
 func NHC(ctx context.Context, userClient client.Client, name string, o Options, w io.Writer) error {
@@ -140,6 +154,9 @@ func NHC(ctx context.Context, userClient client.Client, name string, o Options, 
 		return fmt.Errorf("NodeHealthCheck %s not found", name)
 	}
 	s := checks[i].Snapshot
+	if o.Output != OutputText {
+		return write(w, o.Output, nhcExplanation(s, c, o))
+	}
 	d := s.Decision
 	p := &printer{w: w}
 	p.line(0, "NodeHealthCheck %s%s", name, modeNote(s))

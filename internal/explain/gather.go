@@ -35,6 +35,8 @@ type Options struct {
 	// SettingsFrom says where LeaseNamespace and ReturnGrace come from (the operator's published
 	// settings, the flags, or the defaults and why), printed with the answer; empty: not printed.
 	SettingsFrom string
+	// Output is the answer's format: OutputText (""), OutputJSON or OutputYAML.
+	Output string
 }
 
 // Check is one NodeHealthCheck's snapshot and decision.

@@ -28,34 +28,10 @@ func explainNode(p *printer, s *targets.Snapshot, node *corev1.Node, lease *coor
 	if d.BudgetErr != nil {
 		p.line(1, "budget error: %v", d.BudgetErr)
 	}
-	// The decision's own verdict (condition times it does not trust, a request it counts); a node it
-	// does not list is healthy, or not selected (its CRs are orphans): judged by its conditions.
-	nd, found := s.Node(name)
-	h := nd.Health
-	if !found {
-		h = health.EvaluateNode(s.NHC.Spec.UnhealthyConditions, node.Status.Conditions, s.Now)
-	}
-	switch {
-	case h.ByRequest:
-		p.line(1, "health: unhealthy for its remediation request of %s only (its conditions find it healthy)", stamp(h.Requested))
-	case h.State == health.Unhealthy:
-		p.line(1, "health: unhealthy since %s (%s)", stamp(h.UnhealthySince), h.Reason)
-	case h.State == health.SoonUnhealthy:
-		p.line(1, "health: matches %s; unhealthy at %s", h.Reason, stamp(h.Next))
-	default:
-		p.line(1, "health: healthy (no unhealthy condition matches)")
-	}
-	explainRequest(p, s, node, nd.Health.Requested)
-	switch {
-	case !found:
-		p.line(1, "decision: nothing to do")
-	case nd.Action == health.Skip:
-		p.line(1, "decision: held back (%s): %s", nd.SkipReason, nd.SkipMessage)
-	case nd.EscalationHeld():
-		p.line(1, "decision: %s; %s (%s)", actionText(nd.Action, s.DryRun()), nd.SkipMessage, nd.SkipReason)
-	default:
-		p.line(1, "decision: %s", actionText(nd.Action, s.DryRun()))
-	}
+	nd, found, h := nodeHealth(s, node)
+	p.line(1, "health: %s", healthText(h))
+	explainRequest(p, requestOf(s, node, nd.Health.Requested))
+	p.line(1, "decision: %s", decisionText(s, nd, found))
 	explainCRs(p, s, name)
 	explainOutcomes(p, s, name)
 	if lease != nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
@@ -117,26 +93,89 @@ func outcomeCounts(record []remediationv1alpha1.NodeRemediationOutcomes) string 
 	return strings.Join(parts, ", ")
 }
 
-// explainRequest says what became of the node's remediation request (annotation
-// remediation.medik8s.io/request-remediation), if it has one: acted on (requested is the time the
-// decision counts), ignored and why, or answered.
-func explainRequest(p *printer, s *targets.Snapshot, node *corev1.Node, requested time.Time) {
+// nodeHealth is the decision about the node and the verdict on its health: the decision's own
+// (condition times it does not trust, a request it counts); a node it does not list (found false) is
+// healthy, or not selected (its CRs are orphans): judged by its conditions.
+func nodeHealth(s *targets.Snapshot, node *corev1.Node) (health.NodeDecision, bool, health.NodeHealth) {
+	nd, found := s.Node(node.Name)
+	if !found {
+		return nd, false, health.EvaluateNode(s.NHC.Spec.UnhealthyConditions, node.Status.Conditions, s.Now)
+	}
+	return nd, true, nd.Health
+}
+
+// healthText says the node's health, as explain prints it after "health: ".
+func healthText(h health.NodeHealth) string {
+	switch {
+	case h.ByRequest:
+		return fmt.Sprintf("unhealthy for its remediation request of %s only (its conditions find it healthy)", stamp(h.Requested))
+	case h.State == health.Unhealthy:
+		return fmt.Sprintf("unhealthy since %s (%s)", stamp(h.UnhealthySince), h.Reason)
+	case h.State == health.SoonUnhealthy:
+		return fmt.Sprintf("matches %s; unhealthy at %s", h.Reason, stamp(h.Next))
+	}
+	return "healthy (no unhealthy condition matches)"
+}
+
+// decisionText says the decision about the node, as explain prints it after "decision: ".
+func decisionText(s *targets.Snapshot, nd health.NodeDecision, found bool) string {
+	switch {
+	case !found:
+		return "nothing to do"
+	case nd.Action == health.Skip:
+		return fmt.Sprintf("held back (%s): %s", nd.SkipReason, nd.SkipMessage)
+	case nd.EscalationHeld():
+		return fmt.Sprintf("%s; %s (%s)", actionText(nd.Action, s.DryRun()), nd.SkipMessage, nd.SkipReason)
+	}
+	return actionText(nd.Action, s.DryRun())
+}
+
+// requestOf is what became of the node's remediation request (annotation
+// remediation.medik8s.io/request-remediation): counted (requested is the time the decision
+// counts), ignored and why, pending, or answered; and whether its handled annotation is refused.
+// Nil when there is nothing to say.
+func requestOf(s *targets.Snapshot, node *corev1.Node, requested time.Time) *RemediationRequest {
 	value, ok := node.Annotations[remediationv1alpha1.RemediationRequestAnnotation]
 	handled, hasHandled := node.Annotations[remediationv1alpha1.RemediationRequestHandledAnnotation]
 	refusedHandled, handledRefused := s.RefusedInput(node.Name, remediationv1alpha1.RemediationRequestHandledAnnotation)
+	r := &RemediationRequest{}
 	switch ignored, isIgnored := s.RefusedInput(node.Name, remediationv1alpha1.RemediationRequestAnnotation); {
 	case !ok:
 	case !requested.IsZero():
-		p.line(1, "remediation request: at %s; the node counts as unhealthy until a remediation answers it", stamp(requested))
+		r.State, r.Value, r.CountedAt = RequestCounted, shownTime(value), timeOf(requested)
 	case isIgnored:
-		p.line(1, "remediation request: %s ignored: %s", ignored.Value, ignored.Why)
+		r.State, r.Value, r.Why = RequestIgnored, ignored.Value, ignored.Why
 	case !hasHandled || handledRefused:
-		p.line(1, "remediation request: %s, answered by the running remediation, or waiting for its time", shownTime(value))
+		r.State, r.Value = RequestPending, shownTime(value)
 	default:
-		p.line(1, "remediation request: %s, answered (%s=%s)", shownTime(value), remediationv1alpha1.RemediationRequestHandledAnnotation, shownTime(handled))
+		r.State, r.Value, r.Handled = RequestAnswered, shownTime(value), shownTime(handled)
 	}
 	if handledRefused {
-		p.line(1, "annotation %s=%s %s and is ignored", remediationv1alpha1.RemediationRequestHandledAnnotation, refusedHandled.Value, refusedHandled.Why)
+		r.HandledIgnored = &IgnoredAnnotation{Annotation: remediationv1alpha1.RemediationRequestHandledAnnotation, Value: refusedHandled.Value, Why: refusedHandled.Why}
+	}
+	if r.State == "" && r.HandledIgnored == nil {
+		return nil
+	}
+	return r
+}
+
+// explainRequest prints what became of the node's remediation request (requestOf).
+func explainRequest(p *printer, r *RemediationRequest) {
+	if r == nil {
+		return
+	}
+	switch r.State {
+	case RequestCounted:
+		p.line(1, "remediation request: at %s; the node counts as unhealthy until a remediation answers it", stamp(r.CountedAt.Time))
+	case RequestIgnored:
+		p.line(1, "remediation request: %s ignored: %s", r.Value, r.Why)
+	case RequestPending:
+		p.line(1, "remediation request: %s, answered by the running remediation, or waiting for its time", r.Value)
+	case RequestAnswered:
+		p.line(1, "remediation request: %s, answered (%s=%s)", r.Value, remediationv1alpha1.RemediationRequestHandledAnnotation, r.Handled)
+	}
+	if h := r.HandledIgnored; h != nil {
+		p.line(1, "annotation %s=%s %s and is ignored", h.Annotation, h.Value, h.Why)
 	}
 }
 
@@ -236,17 +275,10 @@ func lastUpdate(st remediationv1alpha1.NodeHealthCheckStatus) string {
 }
 
 func modeNote(s *targets.Snapshot) string {
-	var notes []string
-	if s.DryRun() {
-		notes = append(notes, "dry-run")
+	if notes := modes(s); len(notes) > 0 {
+		return " (" + strings.Join(notes, ", ") + ")"
 	}
-	if len(s.NHC.Spec.PauseRequests) > 0 {
-		notes = append(notes, "paused")
-	}
-	if len(notes) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(notes, ", ") + ")"
+	return ""
 }
 
 func budgetSpec(n *remediationv1alpha1.NodeHealthCheck) string {

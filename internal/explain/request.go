@@ -15,20 +15,64 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
+// The dry-run modes of RequestOptions.DryRun: kubectl's --dry-run values, with kubectl's meaning.
+const (
+	// DryRunNone writes the request (the default, "" too).
+	DryRunNone = "none"
+	// DryRunClient prints the patch that would be sent and sends nothing.
+	DryRunClient = "client"
+	// DryRunServer sends the patch with dryRun=All: the API server checks and admits it, and
+	// writes nothing.
+	DryRunServer = "server"
+)
+
+// RequestOptions are kubectl nhc request's options.
+type RequestOptions struct {
+	// Now is the time of the request (zero: now).
+	Now time.Time
+	// DryRun is DryRunNone (or ""), DryRunClient or DryRunServer.
+	DryRun string
+}
+
 // Request asks for the node's remediation at now (kubectl nhc request node <name>): it sets the
 // node's remediation.medik8s.io/request-remediation annotation to now, as kubectl annotate would,
 // and says which NodeHealthChecks select the node and whether they take requests.
 func Request(ctx context.Context, c client.Client, name string, now time.Time, w io.Writer) error {
+	return RequestWith(ctx, c, name, RequestOptions{Now: now}, w)
+}
+
+// RequestWith is Request with options: with o.DryRun it writes nothing, as kubectl annotate
+// --dry-run would not.
+func RequestWith(ctx context.Context, c client.Client, name string, o RequestOptions, w io.Writer) error {
+	var dryRun []client.PatchOption
+	suffix := ""
+	switch o.DryRun {
+	case "", DryRunNone:
+	case DryRunClient:
+		suffix = " (dry run)"
+	case DryRunServer:
+		suffix, dryRun = " (server dry run)", []client.PatchOption{client.DryRunAll}
+	default:
+		return fmt.Errorf("invalid dry-run value %q: want %s, %s or %s", o.DryRun, DryRunNone, DryRunClient, DryRunServer)
+	}
+	if o.Now.IsZero() {
+		o.Now = time.Now()
+	}
 	node := &corev1.Node{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 		return fmt.Errorf("getting node %s: %w", name, err)
 	}
-	value := now.UTC().Format(time.RFC3339)
+	value := o.Now.UTC().Format(time.RFC3339)
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, remediationv1alpha1.RemediationRequestAnnotation, value)
-	if err := c.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch)); err != nil {
-		return fmt.Errorf("annotating node %s: %w", name, err)
+	if o.DryRun != DryRunClient {
+		if err := c.Patch(ctx, node, client.RawPatch(types.MergePatchType, patch), dryRun...); err != nil {
+			return fmt.Errorf("annotating node %s: %w", name, err)
+		}
 	}
-	fmt.Fprintf(w, "Requested the remediation of node %s at %s (annotation %s).\n", name, value, remediationv1alpha1.RemediationRequestAnnotation)
+	fmt.Fprintf(w, "Requested the remediation of node %s at %s (annotation %s).%s\n", name, value, remediationv1alpha1.RemediationRequestAnnotation, suffix)
+	if suffix != "" {
+		fmt.Fprintf(w, "Nothing was written; the merge patch: %s\n", patch)
+	}
 	list := &remediationv1alpha1.NodeHealthCheckList{}
 	if err := c.List(ctx, list); err != nil {
 		fmt.Fprintf(w, "Which NodeHealthChecks select it is not known: %v\n", err)
