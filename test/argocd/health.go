@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -96,12 +97,8 @@ func decode(l *lua.LState, value any) lua.LValue {
 		return lua.LBool(v)
 	case float64:
 		return lua.LNumber(v)
-	case int:
-		return lua.LNumber(v)
-	case int32:
-		return lua.LNumber(v)
-	case int64:
-		return lua.LNumber(v)
+	case int, int32, int64:
+		return lua.LNumber(reflect.ValueOf(v).Int())
 	case string:
 		return lua.LString(v)
 	case json.Number:

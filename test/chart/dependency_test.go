@@ -4,7 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -78,7 +78,7 @@ func TestChartAsADependency(t *testing.T) {
 			if d == nil {
 				t.Fatalf("the umbrella renders no operator Deployment: %v", r.kinds())
 			}
-			if want := mustRender(t, nil).kinds(); !slices.Equal(r.kinds(), want) {
+			if want := mustRender(t, nil).kinds(); !reflect.DeepEqual(r.kinds(), want) {
 				t.Errorf("as a dependency the chart renders %v, alone %v", r.kinds(), want)
 			}
 		})

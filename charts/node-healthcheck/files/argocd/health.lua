@@ -48,24 +48,15 @@ if disabled ~= nil and disabled.status == "True" then
   return hs
 end
 
-local reason = status.reason
-if reason == nil then
-  reason = ""
-end
-if status.phase == "Disabled" then
-  hs.status = "Degraded"
-  hs.message = reason
-elseif status.phase == "Paused" then
-  hs.status = "Suspended"
-  hs.message = reason
-elseif status.phase == "Remediating" then
-  hs.status = "Progressing"
-  hs.message = reason
-elseif status.phase == "Enabled" then
-  hs.status = "Healthy"
-  hs.message = reason
-else
+local byPhase = {Disabled = "Degraded", Paused = "Suspended", Remediating = "Progressing", Enabled = "Healthy"}
+hs.status = byPhase[status.phase]
+if hs.status == nil then
   hs.status = "Unknown"
   hs.message = "Unknown phase " .. tostring(status.phase)
+  return hs
+end
+hs.message = status.reason
+if hs.message == nil then
+  hs.message = ""
 end
 return hs
