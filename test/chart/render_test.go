@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/release"
 	"helm.sh/helm/v3/pkg/releaseutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -59,8 +60,9 @@ func renderChart(t *testing.T, c *chart.Chart, values map[string]any, apiVersion
 	return renderRelease(t, c, releaseName, namespace, values, apiVersions...)
 }
 
-// renderRelease is renderChart for a release of that name in that namespace.
-func renderRelease(t *testing.T, c *chart.Chart, name, ns string, values map[string]any, apiVersions ...string) (rendered, error) {
+// dryRun is the release `helm template` (a client-only dry-run install) makes of the chart, for a
+// release of that name in that namespace: its manifest and, apart, its hooks.
+func dryRun(t *testing.T, c *chart.Chart, name, ns string, values map[string]any, apiVersions ...string) (*release.Release, error) {
 	t.Helper()
 	install := action.NewInstall(&action.Configuration{})
 	install.DryRun, install.ClientOnly, install.Replace = true, true, true
@@ -71,7 +73,13 @@ func renderRelease(t *testing.T, c *chart.Chart, name, ns string, values map[str
 		t.Fatal(err)
 	}
 	install.KubeVersion = kv
-	rel, err := install.Run(c, values)
+	return install.Run(c, values)
+}
+
+// renderRelease is renderChart for a release of that name in that namespace.
+func renderRelease(t *testing.T, c *chart.Chart, name, ns string, values map[string]any, apiVersions ...string) (rendered, error) {
+	t.Helper()
+	rel, err := dryRun(t, c, name, ns, values, apiVersions...)
 	if err != nil {
 		return nil, err
 	}
