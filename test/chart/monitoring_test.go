@@ -3,6 +3,7 @@ package chart
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // alertRules returns the rendered PrometheusRule's rules by alert name.
@@ -59,9 +62,9 @@ func TestOutcomeAlerts(t *testing.T) {
 		{"defaults", nil, map[string][2]string{
 			"NodeHealthCheckEscalationExhausted": {
 				`(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"} unless nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"} offset 1h)` +
-					`|or increase(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"}[1h])|sum by (nhc) (|) > 0`, ""},
-			"NodeHealthCheckRepairBudgetExhausted":   {"max by (nhc, node) (nodehealthcheck_repair_budget_exhausted) == 1", "15m"},
-			"NodeHealthCheckRemediationPastDeadline": {"time() - max by (nhc, node) (nodehealthcheck_remediation_deadline_timestamp_seconds) > 3600", ""},
+					`|or increase(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"}[1h])|sum by (namespace, nhc) (|) > 0`, ""},
+			"NodeHealthCheckRepairBudgetExhausted":   {"max by (namespace, nhc, node) (nodehealthcheck_repair_budget_exhausted) == 1", "15m"},
+			"NodeHealthCheckRemediationPastDeadline": {"time() - max by (namespace, nhc, node) (nodehealthcheck_remediation_deadline_timestamp_seconds) > 3600", ""},
 		}},
 		{"set", map[string]any{"escalationExhaustedWindow": "1d", "repairBudgetExhaustedFor": "1h", "remediationPastDeadline": "1h30m"}, map[string][2]string{
 			"NodeHealthCheckEscalationExhausted":     {`offset 1d)|[1d])`, ""},
@@ -415,5 +418,67 @@ func TestScrapeAuthorizationAndTLSValues(t *testing.T) {
 	if _, err := render(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "podMonitor": map[string]any{"enabled": true}}}); err == nil ||
 		!strings.Contains(err.Error(), "scrape the operator twice") {
 		t.Errorf("both monitors forced: %v, want a refusal", err)
+	}
+}
+
+// allAlerts are the alerts of the PrometheusRule, webhooks on.
+var allAlerts = []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong",
+	"NodeHealthCheckClockSkew", "NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline",
+	"NodeHealthCheckUndecodable", "NodeHealthCheckRemediationErrors", "NodeHealthCheckNoLeader", "NodeHealthCheckWebhookErrors",
+	"NodeHealthCheckCertificateExpiresSoon", "NodeHealthCheckOperatorDown"}
+
+// Every alert says what happened (summary), what to do (description) and where its runbook is
+// (runbook_url: <runbookBaseURL>/<alert>.md, a file of docs/runbooks); it carries its severity and
+// the extra rule labels, which cannot change the severity; an alert can be left out by name; the
+// webhook alerts need webhooks.
+func TestEveryAlertHasARunbookAndTheRuleLabels(t *testing.T) {
+	base := "https://example.com/runbooks/"
+	r := mustRender(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true, "runbookBaseURL": base,
+		"ruleLabels": map[string]any{"team": "platform", "severity": "none"}}}})
+	rules := alertRules(t, r)
+	if got := slices.Sorted(maps.Keys(rules)); !slices.Equal(got, slices.Sorted(slices.Values(allAlerts))) {
+		t.Errorf("alerts %v, want %v", got, allAlerts)
+	}
+	for alert, rule := range rules {
+		annotations, _ := rule["annotations"].(map[string]any)
+		for _, a := range []string{"summary", "description", "runbook_url"} {
+			if s, _ := annotations[a].(string); strings.TrimSpace(s) == "" {
+				t.Errorf("%s has no %s", alert, a)
+			}
+		}
+		if got, want := annotations["runbook_url"], "https://example.com/runbooks/"+alert+".md"; got != want {
+			t.Errorf("%s: runbook_url %v, want %s", alert, got, want)
+		}
+		if _, err := os.Stat(testutil.Path("docs", "runbooks", alert+".md")); err != nil {
+			t.Errorf("%s: no runbook: %v", alert, err)
+		}
+		labels, _ := rule["labels"].(map[string]any)
+		if labels["team"] != "platform" || (labels["severity"] != "warning" && labels["severity"] != "critical") {
+			t.Errorf("%s: labels %v, want team platform and its own severity", alert, labels)
+		}
+	}
+	entries, err := os.ReadDir(testutil.Path("docs", "runbooks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if alert, _ := strings.CutSuffix(e.Name(), ".md"); !slices.Contains(allAlerts, alert) {
+			t.Errorf("docs/runbooks/%s is the runbook of no alert", e.Name())
+		}
+	}
+
+	disabled := alertRules(t, mustRender(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true,
+		"disabledAlerts": []any{"NodeHealthCheckStormActive", "NodeHealthCheckOperatorDown"}}}}))
+	if len(disabled) != len(allAlerts)-2 || disabled["NodeHealthCheckStormActive"] != nil || disabled["NodeHealthCheckOperatorDown"] != nil {
+		t.Errorf("with two alerts disabled: %v", slices.Sorted(maps.Keys(disabled)))
+	}
+	noWebhooks := alertRules(t, mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false},
+		"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}))
+	if len(noWebhooks) != len(allAlerts)-2 || noWebhooks["NodeHealthCheckWebhookErrors"] != nil || noWebhooks["NodeHealthCheckCertificateExpiresSoon"] != nil {
+		t.Errorf("without webhooks: %v", slices.Sorted(maps.Keys(noWebhooks)))
+	}
+	if _, err := render(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true,
+		"disabledAlerts": []any{"NodeHealthCheckTypo"}}}}); err == nil {
+		t.Error("an unknown alert in disabledAlerts is accepted")
 	}
 }

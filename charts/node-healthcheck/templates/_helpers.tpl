@@ -94,6 +94,14 @@ key: token
 {{- end }}
 
 {{/*
+nhc.alertLabels are an alert's labels: its severity and metrics.prometheusRule.ruleLabels (for
+Alertmanager's routes; they may not set severity). Called with (list $rule "warning").
+*/}}
+{{- define "nhc.alertLabels" -}}
+{{- toYaml (merge (dict "severity" (index . 1)) (omit (index . 0).ruleLabels "severity")) }}
+{{- end }}
+
+{{/*
 nhc.seconds is the whole seconds of a Go duration ("1h": 3600), for PromQL comparisons, which take
 numbers: mustDateModify adds the duration to a time with time.ParseDuration (a bad duration fails the
 render), and the difference of the two Unix times is the duration.
