@@ -189,7 +189,7 @@ func dashboardQueries(t *testing.T) map[string]string {
 	walk = func(panels []json.RawMessage) {
 		for _, raw := range panels {
 			var p struct {
-				Title   string            `json:"title"`
+				Title   string `json:"title"`
 				Targets []struct{ Expr string }
 				Panels  []json.RawMessage `json:"panels"`
 			}
