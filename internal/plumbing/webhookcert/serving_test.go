@@ -1,14 +1,7 @@
 package webhookcert
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,23 +16,10 @@ import (
 // Secret: new files replacing the old ones.
 func mount(t *testing.T, dir string, notAfter time.Time) {
 	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(notAfter.Unix()), Subject: pkix.Name{CommonName: "webhook"},
-		DNSNames: []string{"webhook.ns.svc"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.Public(), k)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(k)
-	if err != nil {
-		t.Fatal(err)
-	}
+	crt, key := keyPairExpiring(t, notAfter)
 	for name, b := range map[string][]byte{
-		corev1.TLSCertKey:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+		corev1.TLSCertKey:       crt,
+		corev1.TLSPrivateKeyKey: key,
 	} {
 		tmp := filepath.Join(dir, "."+name)
 		if err := os.WriteFile(tmp, b, 0o600); err != nil {
