@@ -33,6 +33,10 @@ CONTROLPLANE_DIR ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CYCLONEDX_GOMOD ?= $(LOCALBIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 HELM4 ?= $(LOCALBIN)/helm-$(HELM4_VERSION)
+# Prometheus' promtool for the chart's rule tests, built from test/rules (a module of its own, so that
+# Prometheus' dependencies stay out of go.mod); the version is the one test/rules/go.mod requires.
+PROMETHEUS_VERSION ?= v0.316.0
+PROMTOOL ?= $(LOCALBIN)/promtool-$(PROMETHEUS_VERSION)
 MANAGER ?= $(LOCALBIN)/manager
 # The real node's binaries and its pause image (hack/node.sh); test/realnode finds them through NODE_DIR.
 NODE_DIR ?= $(LOCALBIN)/node
@@ -103,7 +107,12 @@ vet: ## Run go vet.
 .PHONY: test
 test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plane (envtest, kwok nodes) plus short fuzz runs; the image first (the tests run its binary).
 	go test $(GO_TEST_FLAGS) ./...
+	@$(MAKE) --no-print-directory test-rules
 	@$(MAKE) --no-print-directory fuzz
+
+.PHONY: test-rules
+test-rules: $(PROMTOOL) $(HELM4) ## Test the chart's alerts with Prometheus' own tools (promtool check and test rules, the PromQL parser): seconds.
+	cd test/rules && HELM=$(HELM4) PROMTOOL=$(PROMTOOL) go test -count=1 ./...
 
 .PHONY: test-e2e
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
@@ -300,8 +309,13 @@ kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again 
 node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.
 	@hack/node.sh $(NODE_DIR) $(KUBERNETES_VERSION) $(CONTAINERD_VERSION) $(RUNC_VERSION) $(CNI_PLUGINS_VERSION) $(CRI_TOOLS_VERSION)
 
-.PHONY: helm4
+.PHONY: helm4 promtool
 helm4: $(HELM4) ## Build Helm 4's CLI (HELM4_VERSION) into bin/ once, for the real-node suite.
+
+promtool: $(PROMTOOL) ## Build Prometheus' promtool (PROMETHEUS_VERSION, from test/rules/go.mod) into bin/ once, for the rule tests.
+
+$(PROMTOOL):
+	cd test/rules && go build -o $(PROMTOOL) github.com/prometheus/prometheus/cmd/promtool
 
 $(HELM4):
 	GOBIN=$(LOCALBIN)/.gobin go install -ldflags "-X helm.sh/helm/v4/internal/version.version=$(HELM4_VERSION)" helm.sh/helm/v4/cmd/helm@$(HELM4_VERSION)

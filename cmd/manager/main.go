@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -301,6 +302,15 @@ func run(o *options) error {
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = metricsauth.Filter
 	}
+	webhookCertDir := o.webhookCertDir
+	if webhookCertDir == "" {
+		webhookCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // the webhook server's default
+	}
+	if o.metricsSecure && o.enableWebhooks {
+		// The webhook's certificate, which the Helm chart's ServiceMonitor verifies against the
+		// operator's (or cert-manager's) CA; without webhooks, controller-runtime's self-signed one.
+		metricsOpts.TLSOpts = append(slices.Clone(tlsOpts), webhookcert.ServeMountedCertificate(webhookCertDir))
+	}
 
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -326,10 +336,7 @@ func run(o *options) error {
 		}),
 	}
 	certReady := make(chan struct{})
-	certDir := o.webhookCertDir
-	if certDir == "" {
-		certDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // the webhook server's default
-	}
+	certDir := webhookCertDir
 	if o.enableWebhooks {
 		if o.selfManagedCerts == nil {
 			close(certReady) // cert-manager's certificate: the kubelet mounted it before the container started

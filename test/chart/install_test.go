@@ -238,6 +238,18 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 				len(cm.Data["node-healthcheck.json"]), json.Valid([]byte(cm.Data["node-healthcheck.json"])))
 		}
 	})
+	t.Run("upgrade: a PodMonitor instead of the ServiceMonitor", func(t *testing.T) {
+		c.upgrade(t, map[string]any{
+			"webhooks":    map[string]any{"enabled": false},
+			"certManager": map[string]any{"enabled": false},
+			"metrics": map[string]any{"podMonitor": map[string]any{"enabled": true},
+				"serviceMonitor": map[string]any{"scrapeTimeout": "20s", "relabelings": []any{map[string]any{"targetLabel": "cluster", "replacement": "east"}}}},
+		})
+		// The API server validated it against the Prometheus operator's CRD.
+		c.expect(t, true, [4]string{"monitoring.coreos.com/v1", "PodMonitor", namespace, full},
+			[4]string{"v1", "Secret", namespace, full + "-metrics-scraper-token"})
+		c.expect(t, false, monitoring...)
+	})
 	if t.Failed() {
 		t.FailNow()
 	}

@@ -3,12 +3,16 @@ package chart
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 // alertRules returns the rendered PrometheusRule's rules by alert name.
@@ -58,9 +62,9 @@ func TestOutcomeAlerts(t *testing.T) {
 		{"defaults", nil, map[string][2]string{
 			"NodeHealthCheckEscalationExhausted": {
 				`(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"} unless nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"} offset 1h)` +
-					`|or increase(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"}[1h])|sum by (nhc) (|) > 0`, ""},
-			"NodeHealthCheckRepairBudgetExhausted":   {"max by (nhc, node) (nodehealthcheck_repair_budget_exhausted) == 1", "15m"},
-			"NodeHealthCheckRemediationPastDeadline": {"time() - max by (nhc, node) (nodehealthcheck_remediation_deadline_timestamp_seconds) > 3600", ""},
+					`|or increase(nodehealthcheck_remediation_outcomes_total{outcome="StepsExhausted"}[1h])|sum by (namespace, nhc) (|) > 0`, ""},
+			"NodeHealthCheckRepairBudgetExhausted":   {"max by (namespace, nhc, node) (nodehealthcheck_repair_budget_exhausted) == 1", "15m"},
+			"NodeHealthCheckRemediationPastDeadline": {"time() - max by (namespace, nhc, node) (nodehealthcheck_remediation_deadline_timestamp_seconds) > 3600", ""},
 		}},
 		{"set", map[string]any{"escalationExhaustedWindow": "1d", "repairBudgetExhaustedFor": "1h", "remediationPastDeadline": "1h30m"}, map[string][2]string{
 			"NodeHealthCheckEscalationExhausted":     {`offset 1d)|[1d])`, ""},
@@ -227,5 +231,254 @@ func TestGrafanaDashboardIsPortable(t *testing.T) {
 				taken[cell{i, j}] = title
 			}
 		}
+	}
+}
+
+// openShiftAPI are API versions an OpenShift cluster serves, with the Prometheus operator's kinds
+// (its user-workload monitoring).
+var openShiftAPI = []string{"security.openshift.io/v1", "config.openshift.io/v1", "route.openshift.io/v1",
+	"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PodMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+
+// refusedByOpenShift are the fields of a ServiceMonitor's or PodMonitor's endpoint that OpenShift's
+// user-workload monitoring refuses (its Prometheus operator runs with arbitrary file-system access
+// denied: the object would read files of the Prometheus pod) or that the Prometheus operator has
+// deprecated in favour of authorization.
+var refusedByOpenShift = []string{"bearerTokenFile", "bearerTokenSecret", "caFile", "certFile", "keyFile", "credentialsFile", "passwordFile"}
+
+// The ServiceMonitor and the PodMonitor, rendered for OpenShift, scrape with a token from a Secret
+// and verify the endpoint against the webhook certificate's CA: no field OpenShift refuses, no
+// insecureSkipVerify; the token Secret is a ServiceAccount token of a ServiceAccount bound to the
+// metrics-reader ClusterRole; interval, scrape timeout and relabelings are passed on.
+func TestScrapeObjectsAreAcceptedEverywhere(t *testing.T) {
+	relabel := []any{map[string]any{"targetLabel": "cluster", "replacement": "east"}}
+	dropGo := []any{map[string]any{"sourceLabels": []any{"__name__"}, "regex": "go_.*", "action": "drop"}}
+	for _, tt := range []struct {
+		name, kind, endpoints string
+		values                map[string]any
+		certManager           bool
+	}{
+		{"ServiceMonitor, self-managed certificate", "ServiceMonitor", "endpoints", nil, false},
+		{"ServiceMonitor, cert-manager", "ServiceMonitor", "endpoints", nil, true},
+		{"PodMonitor", "PodMonitor", "podMetricsEndpoints", map[string]any{"enabled": true}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			api := slices.Clone(openShiftAPI)
+			if tt.certManager {
+				api = append(api, certManagerAPI...)
+			}
+			r := mustRender(t, map[string]any{"metrics": map[string]any{
+				"serviceMonitor": map[string]any{"scrapeTimeout": "20s", "relabelings": relabel, "metricRelabelings": dropGo},
+				"podMonitor":     tt.values}}, api...)
+			other := map[string]string{"ServiceMonitor": "PodMonitor", "PodMonitor": "ServiceMonitor"}[tt.kind]
+			if r.get(other, "nhc-node-healthcheck") != nil {
+				t.Errorf("both a %s and a %s: Prometheus would scrape the operator twice", tt.kind, other)
+			}
+			obj := toObject(t, r.get(tt.kind, "nhc-node-healthcheck"))
+			var walk func(path string, v any)
+			walk = func(path string, v any) {
+				switch v := v.(type) {
+				case map[string]any:
+					for k, x := range v {
+						if slices.Contains(refusedByOpenShift, k) {
+							t.Errorf("%s.%s: OpenShift refuses it", path, k)
+						}
+						if k == "insecureSkipVerify" && x == true {
+							t.Errorf("%s.%s: the endpoint must be verified", path, k)
+						}
+						walk(path+"."+k, x)
+					}
+				case []any:
+					for i, x := range v {
+						walk(fmt.Sprintf("%s[%d]", path, i), x)
+					}
+				}
+			}
+			walk(tt.kind, obj)
+			endpoints, _, _ := unstructured.NestedSlice(obj, "spec", tt.endpoints)
+			if len(endpoints) != 1 {
+				t.Fatalf("%d endpoints, want 1", len(endpoints))
+			}
+			ep := endpoints[0].(map[string]any)
+			if ep["scheme"] != "https" || ep["port"] != "metrics" || ep["interval"] != "30s" || ep["scrapeTimeout"] != "20s" {
+				t.Errorf("endpoint %v: want https on port metrics every 30s, timeout 20s", ep)
+			}
+			if got := ep["metricRelabelings"]; !reflect.DeepEqual(got, dropGo) {
+				t.Errorf("metricRelabelings %v, want %v", got, dropGo)
+			}
+			relabelings, _ := ep["relabelings"].([]any)
+			if tt.kind == "PodMonitor" {
+				// The job the alerts and the dashboard select, then the user's.
+				want := append([]any{map[string]any{"targetLabel": "job", "replacement": "nhc-node-healthcheck-metrics"}}, relabel...)
+				if !reflect.DeepEqual(relabelings, want) {
+					t.Errorf("relabelings %v, want %v", relabelings, want)
+				}
+			} else if !reflect.DeepEqual(relabelings, relabel) {
+				t.Errorf("relabelings %v, want %v", relabelings, relabel)
+			}
+
+			auth, _ := ep["authorization"].(map[string]any)
+			cred, _ := auth["credentials"].(map[string]any)
+			if auth["type"] != "Bearer" || cred["key"] != "token" {
+				t.Fatalf("authorization %v: want a Bearer token from a Secret's key token", auth)
+			}
+			secret := r.get("Secret", fmt.Sprint(cred["name"]))
+			if secret == nil {
+				t.Fatalf("no Secret %v", cred["name"])
+			}
+			sa := secret.GetAnnotations()["kubernetes.io/service-account.name"]
+			if typ, _, _ := unstructured.NestedString(secret.Object, "type"); typ != "kubernetes.io/service-account-token" || sa == "" {
+				t.Errorf("Secret %s: type %q, ServiceAccount %q; want a ServiceAccount token", secret.GetName(), typ, sa)
+			}
+			if r.get("ServiceAccount", sa) == nil {
+				t.Errorf("no ServiceAccount %s", sa)
+			}
+			if !boundTo(t, r, sa, "nhc-node-healthcheck-metrics-reader") {
+				t.Errorf("ServiceAccount %s is not bound to the metrics-reader ClusterRole", sa)
+			}
+
+			tls, _ := ep["tlsConfig"].(map[string]any)
+			ca, _, _ := unstructured.NestedStringMap(tls, "ca", "secret")
+			if ca["name"] != "nhc-node-healthcheck-webhook-cert" || ca["key"] != "ca.crt" || tls["serverName"] != "nhc-node-healthcheck-webhook.node-healthcheck.svc" {
+				t.Errorf("tlsConfig %v: want the webhook certificate's CA and the name it holds", tls)
+			}
+			source := certificateSource(t, r)
+			if want := map[bool]string{true: "cert-manager", false: "self-managed"}[tt.certManager]; source != want {
+				t.Errorf("certificate from %s, want %s", source, want)
+			}
+			if tt.certManager {
+				// cert-manager writes the certificate's Secret, ca.crt included.
+				if name, _, _ := unstructured.NestedString(toObject(t, r.get("Certificate", "nhc-node-healthcheck-webhook")), "spec", "secretName"); name != ca["name"] {
+					t.Errorf("the Certificate writes %q, the scrape reads the CA from %q", name, ca["name"])
+				}
+			}
+		})
+	}
+}
+
+// boundTo tells whether a ClusterRoleBinding of the render binds the ServiceAccount of the
+// release namespace to the ClusterRole.
+func boundTo(t *testing.T, r rendered, sa, clusterRole string) bool {
+	t.Helper()
+	for i := range r {
+		if r[i].GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		if name, _, _ := unstructured.NestedString(r[i].Object, "roleRef", "name"); name != clusterRole {
+			continue
+		}
+		subjects, _, _ := unstructured.NestedSlice(r[i].Object, "subjects")
+		for _, s := range subjects {
+			s := s.(map[string]any)
+			if s["kind"] == "ServiceAccount" && s["name"] == sa && s["namespace"] == namespace {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Set to an existing token Secret, the scrape reads it and the chart makes no ServiceAccount nor
+// token of its own; a tlsConfig set replaces the chart's; both monitors forced at once are refused.
+func TestScrapeAuthorizationAndTLSValues(t *testing.T) {
+	r := mustRender(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true,
+		"authorization": map[string]any{"secret": map[string]any{"name": "prometheus-token", "key": "t"}},
+		"tlsConfig":     map[string]any{"ca": map[string]any{"configMap": map[string]any{"name": "ca", "key": "ca.crt"}}, "serverName": "metrics.example"}}}})
+	sm := toObject(t, r.get("ServiceMonitor", "nhc-node-healthcheck"))
+	endpoints, _, _ := unstructured.NestedSlice(sm, "spec", "endpoints")
+	ep := endpoints[0].(map[string]any)
+	if cred, _, _ := unstructured.NestedStringMap(ep, "authorization", "credentials"); cred["name"] != "prometheus-token" || cred["key"] != "t" {
+		t.Errorf("credentials %v, want the Secret set", cred)
+	}
+	if tls, _ := ep["tlsConfig"].(map[string]any); tls["serverName"] != "metrics.example" || tls["ca"] == nil || len(tls) != 2 {
+		t.Errorf("tlsConfig %v, want the one set", tls)
+	}
+	for _, k := range r.kinds() {
+		if strings.Contains(k, "metrics-scraper") {
+			t.Errorf("%s made, though the token Secret is given", k)
+		}
+	}
+
+	// Without webhooks there is no CA to verify against.
+	r = mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}, "metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}})
+	endpoints, _, _ = unstructured.NestedSlice(toObject(t, r.get("ServiceMonitor", "nhc-node-healthcheck")), "spec", "endpoints")
+	if tls, _ := endpoints[0].(map[string]any)["tlsConfig"].(map[string]any); tls["insecureSkipVerify"] != true || tls["ca"] != nil {
+		t.Errorf("tlsConfig %v without webhooks, want insecureSkipVerify", tls)
+	}
+
+	// Plain HTTP metrics: no token, no TLS, nothing to scrape with.
+	r = mustRender(t, map[string]any{"metrics": map[string]any{"secure": false, "serviceMonitor": map[string]any{"enabled": true}}})
+	endpoints, _, _ = unstructured.NestedSlice(toObject(t, r.get("ServiceMonitor", "nhc-node-healthcheck")), "spec", "endpoints")
+	if ep := endpoints[0].(map[string]any); ep["authorization"] != nil || ep["tlsConfig"] != nil || ep["scheme"] != nil {
+		t.Errorf("endpoint %v of plain HTTP metrics", ep)
+	}
+	if r.get("Secret", "nhc-node-healthcheck-metrics-scraper-token") != nil {
+		t.Error("a scrape token for plain HTTP metrics")
+	}
+
+	if _, err := render(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}, "podMonitor": map[string]any{"enabled": true}}}); err == nil ||
+		!strings.Contains(err.Error(), "scrape the operator twice") {
+		t.Errorf("both monitors forced: %v, want a refusal", err)
+	}
+}
+
+// allAlerts are the alerts of the PrometheusRule, webhooks on.
+var allAlerts = []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong",
+	"NodeHealthCheckClockSkew", "NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline",
+	"NodeHealthCheckUndecodable", "NodeHealthCheckRemediationErrors", "NodeHealthCheckNoLeader", "NodeHealthCheckWebhookErrors",
+	"NodeHealthCheckCertificateExpiresSoon", "NodeHealthCheckOperatorDown"}
+
+// Every alert says what happened (summary), what to do (description) and where its runbook is
+// (runbook_url: <runbookBaseURL>/<alert>.md, a file of docs/runbooks); it carries its severity and
+// the extra rule labels, which cannot change the severity; an alert can be left out by name; the
+// webhook alerts need webhooks.
+func TestEveryAlertHasARunbookAndTheRuleLabels(t *testing.T) {
+	base := "https://example.com/runbooks/"
+	r := mustRender(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true, "runbookBaseURL": base,
+		"ruleLabels": map[string]any{"team": "platform", "severity": "none"}}}})
+	rules := alertRules(t, r)
+	if got := slices.Sorted(maps.Keys(rules)); !slices.Equal(got, slices.Sorted(slices.Values(allAlerts))) {
+		t.Errorf("alerts %v, want %v", got, allAlerts)
+	}
+	for alert, rule := range rules {
+		annotations, _ := rule["annotations"].(map[string]any)
+		for _, a := range []string{"summary", "description", "runbook_url"} {
+			if s, _ := annotations[a].(string); strings.TrimSpace(s) == "" {
+				t.Errorf("%s has no %s", alert, a)
+			}
+		}
+		if got, want := annotations["runbook_url"], "https://example.com/runbooks/"+alert+".md"; got != want {
+			t.Errorf("%s: runbook_url %v, want %s", alert, got, want)
+		}
+		if _, err := os.Stat(testutil.Path("docs", "runbooks", alert+".md")); err != nil {
+			t.Errorf("%s: no runbook: %v", alert, err)
+		}
+		labels, _ := rule["labels"].(map[string]any)
+		if labels["team"] != "platform" || (labels["severity"] != "warning" && labels["severity"] != "critical") {
+			t.Errorf("%s: labels %v, want team platform and its own severity", alert, labels)
+		}
+	}
+	entries, err := os.ReadDir(testutil.Path("docs", "runbooks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if alert, _ := strings.CutSuffix(e.Name(), ".md"); !slices.Contains(allAlerts, alert) {
+			t.Errorf("docs/runbooks/%s is the runbook of no alert", e.Name())
+		}
+	}
+
+	disabled := alertRules(t, mustRender(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true,
+		"disabledAlerts": []any{"NodeHealthCheckStormActive", "NodeHealthCheckOperatorDown"}}}}))
+	if len(disabled) != len(allAlerts)-2 || disabled["NodeHealthCheckStormActive"] != nil || disabled["NodeHealthCheckOperatorDown"] != nil {
+		t.Errorf("with two alerts disabled: %v", slices.Sorted(maps.Keys(disabled)))
+	}
+	noWebhooks := alertRules(t, mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false},
+		"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}}))
+	if len(noWebhooks) != len(allAlerts)-2 || noWebhooks["NodeHealthCheckWebhookErrors"] != nil || noWebhooks["NodeHealthCheckCertificateExpiresSoon"] != nil {
+		t.Errorf("without webhooks: %v", slices.Sorted(maps.Keys(noWebhooks)))
+	}
+	if _, err := render(t, map[string]any{"metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true,
+		"disabledAlerts": []any{"NodeHealthCheckTypo"}}}}); err == nil {
+		t.Error("an unknown alert in disabledAlerts is accepted")
 	}
 }

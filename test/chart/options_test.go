@@ -212,8 +212,7 @@ func TestOptionSets(t *testing.T) {
 			t.Errorf("ServiceMonitor:\n%s", sm)
 		}
 		rule := toYAML(t, r.get("PrometheusRule", "nhc-node-healthcheck"))
-		for _, alert := range []string{"NodeHealthCheckRemediationTooLong", "NodeHealthCheckDisabled", "NodeHealthCheckStormActive", "NodeHealthCheckRemediationPausedForLong", "NodeHealthCheckClockSkew", "NodeHealthCheckOperatorDown",
-			"NodeHealthCheckEscalationExhausted", "NodeHealthCheckRepairBudgetExhausted", "NodeHealthCheckRemediationPastDeadline"} {
+		for _, alert := range allAlerts {
 			if !strings.Contains(rule, alert) {
 				t.Errorf("alert %s missing", alert)
 			}

@@ -213,11 +213,12 @@ func TestDefaultRenderWithCertManagerAndPrometheusOperator(t *testing.T) {
 	want := []string{
 		"Certificate/nhc-node-healthcheck-webhook", "Certificate/nhc-node-healthcheck-webhook-ca", "ClusterRole/nhc-node-healthcheck-ext-remediation", "ClusterRole/nhc-node-healthcheck-manager",
 		"ClusterRole/nhc-node-healthcheck-metrics-reader", "ClusterRoleBinding/nhc-node-healthcheck-ext-remediation", "ClusterRoleBinding/nhc-node-healthcheck-manager",
+		"ClusterRoleBinding/nhc-node-healthcheck-metrics-scraper",
 		"ConfigMap/nhc-node-healthcheck-settings", "CustomResourceDefinition/nodehealthchecks.remediation.medik8s.io", "Deployment/nhc-node-healthcheck", "Issuer/nhc-node-healthcheck-selfsigned", "Issuer/nhc-node-healthcheck-webhook-ca",
 		"MutatingWebhookConfiguration/nhc-node-healthcheck-mutating", "Namespace/medik8s-leases", "PodDisruptionBudget/nhc-node-healthcheck",
 		"Role/nhc-node-healthcheck-leader-election", "Role/nhc-node-healthcheck-node-leases", "RoleBinding/nhc-node-healthcheck-leader-election",
-		"RoleBinding/nhc-node-healthcheck-node-leases", "Service/nhc-node-healthcheck-metrics", "Service/nhc-node-healthcheck-webhook",
-		"ServiceAccount/nhc-node-healthcheck", "ServiceMonitor/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
+		"RoleBinding/nhc-node-healthcheck-node-leases", "Secret/nhc-node-healthcheck-metrics-scraper-token", "Service/nhc-node-healthcheck-metrics",
+		"Service/nhc-node-healthcheck-webhook", "ServiceAccount/nhc-node-healthcheck", "ServiceAccount/nhc-node-healthcheck-metrics-scraper", "ServiceMonitor/nhc-node-healthcheck", "ValidatingWebhookConfiguration/nhc-node-healthcheck-validating",
 	}
 	want = slices.Sorted(slices.Values(append(want, hookObjects...)))
 	if got := r.kinds(); !slices.Equal(got, want) {

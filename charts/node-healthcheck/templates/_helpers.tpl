@@ -69,6 +69,39 @@ them). Called with (list $ "ServiceMonitor" .Values.metrics.serviceMonitor.enabl
 {{- end }}
 
 {{/*
+nhc.scrapeKind is the kind of the object that tells Prometheus to scrape the operator: PodMonitor
+with metrics.podMonitor.enabled, else ServiceMonitor when nhc.monitoring says so, else empty.
+*/}}
+{{- define "nhc.scrapeKind" -}}
+{{- if and .Values.metrics.enabled .Values.metrics.podMonitor.enabled }}PodMonitor
+{{- else if not .Values.metrics.podMonitor.enabled }}{{ if include "nhc.monitoring" (list . "ServiceMonitor" .Values.metrics.serviceMonitor.enabled) }}ServiceMonitor{{ end }}
+{{- end }}
+{{- end }}
+{{/* The ServiceAccount Prometheus scrapes with, when the chart makes its token Secret. */}}
+{{- define "nhc.scraperServiceAccount" -}}
+{{- default (printf "%s-metrics-scraper" (include "nhc.fullname" .)) .Values.metrics.serviceMonitor.authorization.serviceAccount.name }}
+{{- end }}
+{{/* The Secret key selector of the scrape token: the one set, else the chart's token Secret. */}}
+{{- define "nhc.scrapeTokenSecret" -}}
+{{- $secret := .Values.metrics.serviceMonitor.authorization.secret }}
+{{- if $secret.name }}
+name: {{ $secret.name }}
+key: {{ default "token" $secret.key }}
+{{- else }}
+name: {{ include "nhc.scraperServiceAccount" . }}-token
+key: token
+{{- end }}
+{{- end }}
+
+{{/*
+nhc.alertLabels are an alert's labels: its severity and metrics.prometheusRule.ruleLabels (for
+Alertmanager's routes; they may not set severity). Called with (list $rule "warning").
+*/}}
+{{- define "nhc.alertLabels" -}}
+{{- toYaml (merge (dict "severity" (index . 1)) (omit (index . 0).ruleLabels "severity")) }}
+{{- end }}
+
+{{/*
 nhc.seconds is the whole seconds of a Go duration ("1h": 3600), for PromQL comparisons, which take
 numbers: mustDateModify adds the duration to a time with time.ParseDuration (a bad duration fails the
 render), and the difference of the two Unix times is the duration.
@@ -92,6 +125,12 @@ nhc.validate fails the render on contradictory values, with a message that says 
 {{- end }}
 {{- if and (eq (toString .Values.metrics.serviceMonitor.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.serviceMonitor.enabled=true needs metrics.enabled=true" }}
+{{- end }}
+{{- if and .Values.metrics.podMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.podMonitor.enabled=true needs metrics.enabled=true" }}
+{{- end }}
+{{- if and .Values.metrics.podMonitor.enabled (eq (toString .Values.metrics.serviceMonitor.enabled) "true") }}
+{{- fail "metrics.podMonitor.enabled=true and metrics.serviceMonitor.enabled=true: Prometheus would scrape the operator twice; set serviceMonitor.enabled to auto or false (the PodMonitor takes the serviceMonitor settings)" }}
 {{- end }}
 {{- if and (eq (toString .Values.metrics.prometheusRule.enabled) "true") (not .Values.metrics.enabled) }}
 {{- fail "metrics.prometheusRule.enabled=true needs metrics.enabled=true" }}

@@ -77,9 +77,14 @@ var conditionMetricTypes = []string{
 	remediationv1alpha1.ConditionTypeDisabled, remediationv1alpha1.ConditionTypeStormActive, remediationv1alpha1.ConditionTypeUpgradeInProgress,
 }
 
-// durationBuckets are the public operator's buckets: 30s to 1h, where remediations of real nodes
-// (reboots, reprovisioning) land.
-var durationBuckets = []float64{30, 60, 120, 180, 240, 300, 600, 1200, 2400, 3600}
+// upstreamBuckets are the public operator's buckets, 30s to 1h: a reboot lands there.
+var upstreamBuckets = []float64{30, 60, 120, 180, 240, 300, 600, 1200, 2400, 3600}
+
+// durationBuckets are the public operator's buckets followed by 2h, 4h and 8h: reprovisioning a
+// bare-metal node (firmware, inspection, an image written to disk) often takes hours, and with 1h
+// as the last bucket every such remediation fell into +Inf alike. Every bucket of the public
+// operator stays, so queries on its le values keep their meaning; 3 more series per histogram.
+var durationBuckets = append(slices.Clone(upstreamBuckets), 7200, 14400, 28800)
 
 var (
 	ongoingRemediation = prometheus.NewGaugeVec(prometheus.GaugeOpts{

@@ -1,6 +1,7 @@
 package nhc
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -115,4 +116,35 @@ func TestNodeSeriesOutliveTheNodeBySeriesGrace(t *testing.T) {
 	if _, kept := m.series["grace-c"]; kept || len(m.nodes) != 0 {
 		t.Errorf("memory left: %d nodes, grace-c's series %v", len(m.nodes), kept)
 	}
+}
+
+// The duration histograms keep every bucket of the public operator and reach at least 8h, where
+// bare-metal reprovisioning lands; an observation of 7h is counted in a bucket of its own, not
+// only in +Inf.
+func TestDurationBucketsReachEightHours(t *testing.T) {
+	if !slices.Equal(durationBuckets[:len(upstreamBuckets)], upstreamBuckets) {
+		t.Errorf("buckets %v do not start with the public operator's %v", durationBuckets, upstreamBuckets)
+	}
+	if last := durationBuckets[len(durationBuckets)-1]; last < (8 * time.Hour).Seconds() {
+		t.Errorf("the last bucket is %vs, want at least 8h", last)
+	}
+	unhealthyNodeDuration.WithLabelValues("buckets-node", "default", "TestRemediation").Observe((7 * time.Hour).Seconds())
+	defer unhealthyNodeDuration.DeleteLabelValues("buckets-node", "default", "TestRemediation")
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != MetricUnhealthyNodeDuration {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, b := range m.GetHistogram().GetBucket() {
+				if b.GetUpperBound() >= (7*time.Hour).Seconds() && b.GetUpperBound() <= (8*time.Hour).Seconds() && b.GetCumulativeCount() == 1 {
+					return
+				}
+			}
+		}
+	}
+	t.Error("an observation of 7h is in no bucket up to 8h")
 }

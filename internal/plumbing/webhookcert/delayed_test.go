@@ -22,12 +22,18 @@ import (
 // keyPair returns a serving certificate and its private key, PEM encoded.
 func keyPair(t *testing.T) (crt, key []byte) {
 	t.Helper()
+	return keyPairExpiring(t, time.Now().Add(time.Hour))
+}
+
+// keyPairExpiring is keyPair for a certificate that expires at notAfter.
+func keyPairExpiring(t *testing.T, notAfter time.Time) (crt, key []byte) {
+	t.Helper()
 	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "webhook"}, DNSNames: []string{"webhook.ns.svc"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(notAfter.Unix()), Subject: pkix.Name{CommonName: "webhook"}, DNSNames: []string{"webhook.ns.svc"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, k.Public(), k)
 	if err != nil {
 		t.Fatal(err)
