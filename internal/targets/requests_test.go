@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,9 @@ func TestRemediationRequest(t *testing.T) {
 			if got := !n.RunningRequest.IsZero(); got != tc.running {
 				t.Errorf("running %v, want %v", got, tc.running)
 			}
+			if _, got := s.RequestBaseline("w1"); got != tc.pending {
+				t.Errorf("a baseline for the first CR %v, want one with a pending request (%v)", got, tc.pending)
+			}
 			if got := !s.inputDue.IsZero(); got != tc.due {
 				t.Errorf("due %v (%v), want %v", got, s.inputDue, tc.due)
 			}
@@ -91,6 +95,32 @@ func TestRemediationRequest(t *testing.T) {
 				t.Errorf("handled record refused %+v, want %q", refused, tc.refused)
 			}
 		})
+	}
+}
+
+// TestRequestBaselineAtAssembly: the node as the snapshot read it is the baseline the first CR of a
+// requested remediation records; a node whose CRs record one gets none.
+func TestRequestBaselineAtAssembly(t *testing.T) {
+	requested := func(r *reading) {
+		r.nhc.Spec.AllowRemediationRequests = true
+		n := r.nodes[0].DeepCopy()
+		n.Annotations = map[string]string{remediationv1alpha1.RemediationRequestAnnotation: assembleNow.Add(-time.Minute).UTC().Format(time.RFC3339)}
+		r.nodes[0] = n
+	}
+	s, _ := assemble(testReading(t, requested), Acting, 0)
+	b, ok := s.RequestBaseline("w1")
+	ready := slices.IndexFunc(b.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
+	if !ok || !b.At.Equal(assembleNow) || ready < 0 {
+		t.Fatalf("baseline %+v (%v), want the node's Ready condition as read at %v", b, ok, assembleNow)
+	}
+	s, _ = assemble(testReading(t, func(r *reading) {
+		requested(r)
+		cr := testCR(t, r.stored, "w1")
+		annotate(&cr, remediationv1alpha1.RemediationRequestBaselineAnnotation, remediationcr.EncodeBaseline(b))
+		r.crs = sortByOwner([]unstructured.Unstructured{cr}, r.stored.UID, r.nodes)
+	}), Acting, 0)
+	if b, ok := s.RequestBaseline("w1"); ok {
+		t.Fatalf("baseline %+v for a node whose CR records one", b)
 	}
 }
 
