@@ -185,3 +185,85 @@ func (c *countingTemplates) Get(ctx context.Context, key client.ObjectKey, obj c
 	c.gets++
 	return c.TemplateGetter.Get(ctx, key, obj, opts...)
 }
+
+// TestRecheck: a control-plane start is decided again at its moment with the remediation CRs read
+// again, and nothing else: a control-plane remediation another NodeHealthCheck started since the
+// snapshot holds it back, without a node list or a template read.
+func TestRecheck(t *testing.T) {
+	cfg := testutil.StartControlPlane(t)
+	k8s, err := client.New(cfg, client.Options{Scheme: testutil.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Now()
+	zero := intstr.FromInt32(0)
+	pool := func(name, group string) *remediationv1alpha1.NodeHealthCheck {
+		n := testutil.NewNHC(name)
+		n.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"group": group}}
+		n.Spec.MinHealthy = &zero
+		if err := k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	mine, theirs := pool("mine", "a"), pool("theirs", "b")
+	for name, group := range map[string]string{"cp-a": "a", "cp-b": "b"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"group": group, remediationcr.ControlPlaneRoleLabel: ""}}}
+		if err := k8s.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(now.Add(-time.Hour))}}
+		if err := k8s.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counting := &countingReader{Reader: k8s}
+	g := &Gatherer{Reader: counting}
+	templates := &countingTemplates{TemplateGetter: &strategyTemplates{strategy: "reboot"}}
+	action := func(s *Snapshot) health.NodeDecision {
+		d, _ := s.Node("cp-a")
+		return d
+	}
+	s, err := g.Gather(ctx, mine, now, Options{Mode: Acting, Templates: templates})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := action(s); d.Action != health.StartRemediation {
+		t.Fatalf("cp-a: %v (%s), want its remediation to start", d.Action, d.SkipMessage)
+	}
+	again, err := g.Recheck(ctx, s, Acting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := action(again); d.Action != health.StartRemediation {
+		t.Fatalf("rechecked with nothing new: cp-a %v (%s), want its remediation to start", d.Action, d.SkipMessage)
+	}
+
+	cr := testCR(t, theirs, "cp-b") // another NodeHealthCheck started cp-b meanwhile
+	if err := k8s.Create(ctx, &cr); err != nil {
+		t.Fatal(err)
+	}
+	counting.nodeLists, templates.gets = 0, 0
+	again, err = g.Recheck(ctx, s, Acting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := action(again); d.Action != health.Skip || d.SkipReason != health.SkipControlPlane {
+		t.Errorf("rechecked after cp-b started elsewhere: cp-a %v (%s: %s), want held back, one control-plane node at a time", d.Action, d.SkipReason, d.SkipMessage)
+	}
+	rechecked := counting.nodeLists
+	counting.nodeLists = 0
+	if _, err := g.Gather(ctx, mine, now, Options{Mode: Acting, Templates: templates}); err != nil {
+		t.Fatal(err)
+	}
+	// Without a node store the rule lists the control-plane nodes by role (two lists), in a gather
+	// as in a recheck; a gather lists the selected nodes too, a recheck does not.
+	if rechecked != counting.nodeLists-1 || templates.gets != 1 {
+		t.Errorf("the recheck read %d node lists, a gather %d, and the two %d templates: want one list less (the selected nodes) and the gather's template read only",
+			rechecked, counting.nodeLists, templates.gets)
+	}
+	if d := action(s); d.Action != health.StartRemediation {
+		t.Errorf("the first snapshot changed: cp-a %v", d.Action)
+	}
+}

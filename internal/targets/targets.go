@@ -182,6 +182,8 @@ type Snapshot struct {
 	// templates are the NodeHealthCheck's templates as read (Options.Templates set, no Problem), for
 	// the CRs built from them (Template).
 	templates map[templateKey]*unstructured.Unstructured
+	// reading is what the snapshot was assembled from (Recheck decides again from it).
+	reading *reading
 	// baselines are, by selected node with a pending remediation request whose CRs record no
 	// baseline, the node as the snapshot read it (RequestBaseline).
 	baselines map[string]health.RequestBaseline
@@ -329,17 +331,7 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 			}
 		}
 	}
-	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
-	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
-		return nil, fmt.Errorf("listing NodeHealthChecks: %w", err)
-	}
-	r.nhcs = nhcs.Items
-	all, kinds, err := g.remediationCRs(ctx, r.nhc, r.nhcs)
-	if err != nil {
-		return nil, err
-	}
-	r.crs, r.kinds = sortByOwner(all, stored.UID, r.nodes), kinds
-	if r.controlPlaneElsewhere, err = g.controlPlaneElsewhere(ctx, r.crs.elsewhere, r.crs.labelledControlPlane, r.crs.orphans); err != nil {
+	if err := g.readCRs(ctx, r); err != nil {
 		return nil, err
 	}
 	r.controlPlane = map[string]bool{}
@@ -363,6 +355,37 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 		r.skew = &v
 	}
 	return r, nil
+}
+
+// readCRs reads the NodeHealthChecks and the remediation CRs of every one of them, and the
+// control-plane node in remediation that the decision does not see.
+func (g *Gatherer) readCRs(ctx context.Context, r *reading) error {
+	nhcs := &remediationv1alpha1.NodeHealthCheckList{}
+	if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
+		return fmt.Errorf("listing NodeHealthChecks: %w", err)
+	}
+	r.nhcs = nhcs.Items
+	all, kinds, err := g.remediationCRs(ctx, r.nhc, r.nhcs)
+	if err != nil {
+		return err
+	}
+	r.crs, r.kinds = sortByOwner(all, r.stored.UID, r.nodes), kinds
+	r.controlPlaneElsewhere, err = g.controlPlaneElsewhere(ctx, r.crs.elsewhere, r.crs.labelledControlPlane, r.crs.orphans)
+	return err
+}
+
+// Recheck decides again from the snapshot's reading with the remediation CRs read again (through
+// the cache, as Gather reads them) and the holds of the nodes that may act: the one-at-a-time rule of
+// control-plane nodes then sees a control-plane remediation another NodeHealthCheck started since
+// the snapshot was taken, at the moment of the start. Nothing else is read again: the nodes, the
+// templates and the Machine links are the snapshot's.
+func (g *Gatherer) Recheck(ctx context.Context, s *Snapshot, mode Mode) (*Snapshot, error) {
+	r := *s.reading
+	if err := g.readCRs(ctx, &r); err != nil {
+		return nil, err
+	}
+	r.upgrade = upgradeOutcome(g.Gate, r.stored, r.verdict, r.nodes, r.crs.ours, r.nhc.Spec.UnhealthyConditions, g.MaxPause, r.now)
+	return g.decideFrom(ctx, &r, mode)
 }
 
 // owned is the remediation CRs sorted by owner: the NodeHealthCheck's own by node, and, for the
@@ -438,7 +461,7 @@ func sortByOwner(crs []unstructured.Unstructured, uid types.UID, nodes []*corev1
 // nothing: every rule that turns the cluster's state into the decision's input is here, and
 // table-tested (assemble_test.go).
 func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, health.Input) {
-	s := &Snapshot{Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
+	s := &Snapshot{reading: r, Stored: r.stored, NHC: r.nhc, Now: r.now, Verdict: r.verdict, Upgrade: r.upgrade, Nodes: r.nodes,
 		CRs: r.crs.ours, Orphans: r.crs.orphans, Previous: r.crs.previous, unselected: r.unselected, Skew: r.skew, badSelector: r.selectorErr != nil, Unwatchable: r.kinds.problem != nil}
 	s.Problem, s.unknown, s.templates, s.links = r.templateProblem, unknownOf(r), r.templates, r.links
 	if conflict := r.verdict.MachineHealthChecks.Conflict; conflict != "" {

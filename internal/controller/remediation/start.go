@@ -28,13 +28,15 @@ func (r *Reconciler) start(ctx context.Context, snap *targets.Snapshot, d health
 }
 
 // controlPlaneStart starts a control-plane node's remediation one at a time across NodeHealthChecks
-// reconciled at once: under a lock, from a snapshot read again after the last such start ended
-// (which waited until the cache showed its CR, or recorded it), so a control-plane remediation
-// another NodeHealthCheck started meanwhile holds this one back, as in a serial reconcile.
+// reconciled at once: under a lock, decided again with the remediation CRs read again after the
+// last such start ended (which waited until the cache showed its CR, or recorded it:
+// targets.Gatherer.Recheck), so a control-plane remediation another NodeHealthCheck started
+// meanwhile holds this one back, as in a serial reconcile. The nodes, templates and Machine links
+// are the reconcile's one reading.
 func (r *Reconciler) controlPlaneStart(ctx context.Context, snap *targets.Snapshot, d health.NodeDecision) (time.Time, error) {
 	r.controlPlane.Lock()
 	defer r.controlPlane.Unlock()
-	fresh, err := r.Wiring.Gatherer.Gather(ctx, snap.Stored, snap.Now, targets.Options{Mode: targets.Acting, Templates: r.Wiring.Templates()})
+	fresh, err := r.Wiring.Gatherer.Recheck(ctx, snap, targets.Acting)
 	if err != nil {
 		return time.Time{}, err
 	}
