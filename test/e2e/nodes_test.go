@@ -35,8 +35,8 @@ const (
 	unknownTimeout  = 40 * time.Second
 	scenarioTimeout = 60 * time.Second
 	// statusTimeout bounds how long the status takes to show a change: the nhc controller batches a
-	// NodeHealthCheck's status writes, at most one per 2 s, and a change of the counts alone waits up
-	// to 6 s (issue 27).
+	// NodeHealthCheck's status writes, at most one per 2 s, and during a burst a change of the counts
+	// alone waits up to 6 s (issues 27 and 36).
 	statusTimeout = 10 * time.Second
 )
 

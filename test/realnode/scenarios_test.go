@@ -64,7 +64,7 @@ const (
 	// chart's returningNodeGrace (60s) when another worker came back just before.
 	remediationTimeout = 3 * time.Minute
 	// statusTimeout bounds how long the status takes to show a change: the nhc controller batches
-	// its writes (2s, 6s for counts alone).
+	// its writes (2s; 6s for counts alone during a burst).
 	statusTimeout = 10 * time.Second
 	// takeoverBound is how soon another manager must lead after the leader pod is deleted or its
 	// container killed (the 20s). A deleted leader serves on for the manager's

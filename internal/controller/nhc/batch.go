@@ -36,6 +36,9 @@ type lastWrite struct {
 	resourceVersion string
 	// at is when it was written (Wall).
 	at time.Time
+	// burst: the write had been held for the batch (changes came faster than StatusBatch), so an
+	// incident is under way; held: a change since the write is being held.
+	burst, held bool
 }
 
 // holdWrite decides whether the changed status is written now. It is not, and no hold is returned,
@@ -43,9 +46,11 @@ type lastWrite struct {
 // write replaced: the cache is behind, and the write would only repeat the last one (and be refused
 // as a conflict). A status someone else wrote meanwhile is rewritten. It is held, for the returned
 // time, while less than StatusBatch has passed since the last write of this NodeHealthCheck (the
-// first change after a quiet StatusBatch, as an isolated failure's, is written at once). A change of
-// the counts alone (nodes turning soon unhealthy or healthy without CRs, which lists no node) waits
-// up to countsOnlyBatches StatusBatches; any other change brings it along.
+// first change after a quiet StatusBatch, as an isolated failure's, is written at once). During a
+// burst (the last write had been held), a change of the counts alone (nodes turning soon unhealthy
+// or healthy without CRs, which lists no node) waits up to countsOnlyBatches StatusBatches; any
+// other change brings it along. An isolated change of the counts (a node labelled into the
+// selector, one node turning soon unhealthy) waits at most StatusBatch.
 func (r *Reconciler) holdWrite(stored *remediationv1alpha1.NodeHealthCheck, status *remediationv1alpha1.NodeHealthCheckStatus) (time.Duration, bool) {
 	r.writtenMu.Lock()
 	defer r.writtenMu.Unlock()
@@ -63,10 +68,12 @@ func (r *Reconciler) holdWrite(stored *remediationv1alpha1.NodeHealthCheck, stat
 		return 0, true
 	}
 	window := r.StatusBatch
-	if countsOnly(&stored.Status, status) {
+	if last.burst && countsOnly(&stored.Status, status) {
 		window *= countsOnlyBatches
 	}
 	if hold := last.at.Add(window).Sub(r.Wall.Now()); hold > 0 {
+		last.held = true
+		r.written[stored.Name] = last
 		return hold, false
 	}
 	return 0, true
@@ -79,8 +86,8 @@ func newStarts(stored, status *remediationv1alpha1.NodeHealthCheckStatus) bool {
 		!equality.Semantic.DeepEqual(stored.DryRunRemediationHistory, status.DryRunRemediationHistory)
 }
 
-// countsOnlyBatches is how many StatusBatches a change of the counts alone may wait (holdWrite). In
-// the scale benchmark's mass failure the node lifecycle controller marks a pool's nodes Unknown over
+// countsOnlyBatches is how many StatusBatches a change of the counts alone may wait during a burst
+// (holdWrite). In the scale benchmark's mass failure the node lifecycle controller marks a pool's nodes Unknown over
 // up to 13 s, 30 s before they are listed: their counts cost a write every 2 s before, about one in
 // six of the incident's status writes.
 const countsOnlyBatches = 3
@@ -100,8 +107,9 @@ func (r *Reconciler) wrote(stored, updated *remediationv1alpha1.NodeHealthCheck)
 	if r.written == nil {
 		r.written = map[string]lastWrite{}
 	}
+	prev, ok := r.written[stored.Name]
 	w := lastWrite{uid: updated.UID, resourceVersion: updated.ResourceVersion, at: r.Wall.Now(),
-		base: *stored.Status.DeepCopy(), written: *updated.Status.DeepCopy()}
+		base: *stored.Status.DeepCopy(), written: *updated.Status.DeepCopy(), burst: ok && prev.uid == updated.UID && prev.held}
 	w.base.LastUpdateTime, w.written.LastUpdateTime = nil, nil
 	r.written[stored.Name] = w
 }

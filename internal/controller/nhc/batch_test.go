@@ -78,4 +78,25 @@ var _ = Describe("Status writes", func() {
 		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1))
 		Eventually(e.RelatedEvents(ctx, n.Name, sick.Name)).Should(ContainElement(remediationv1alpha1.EventReasonDetectedUnhealthy))
 	})
+
+	It("writes an isolated change of the counts within a StatusBatch of the last write, not the burst's longer wait", func(ctx SpecContext) {
+		group := e.Unique("g")
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.Status(ctx, n)).Should(counts(3, 3))
+		wall.Step(nhc.DefaultStatusBatch)
+		// An isolated failure, written at once: a write that was not held, no burst.
+		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
+		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+
+		// A node labelled into the selector right after it changes the counts alone: written when
+		// the StatusBatch since that write ends, not countsOnlyBatches StatusBatches after it (the
+		// wait of a burst's counts, 6 s).
+		mark := requests.Mark()
+		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		Eventually(e.Status(ctx, n)).WithTimeout(2 * nhc.DefaultStatusBatch).Should(counts(4, 3))
+		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1))
+	})
 })

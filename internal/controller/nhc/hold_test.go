@@ -55,8 +55,12 @@ func TestHoldWrite(t *testing.T) {
 	next := written.DeepCopy()
 	next.ResourceVersion, next.Status = "4", *report(1, "a", "b")
 	r.wrote(written, next)
-	// Changes within StatusBatch of the write wait for its end.
+	// Changes within StatusBatch of the write wait for its end; after a write that was not held
+	// (no burst), a change of the counts alone too (issue 36: an isolated change within 2 s).
 	wall.SetTime(wall.Now().Add(500 * time.Millisecond))
+	if hold, write := r.holdWrite(next, report(2, "a", "b")); write || hold != 1500*time.Millisecond {
+		t.Fatalf("the counts alone changed 500ms after an isolated write: hold %v, write %v; want it held 1.5s", hold, write)
+	}
 	if hold, write := r.holdWrite(next, report(0, "a", "b", "c")); write || hold != 1500*time.Millisecond {
 		t.Fatalf("a change 500ms after the last write: hold %v, write %v; want it held 1.5s", hold, write)
 	}
@@ -68,8 +72,8 @@ func TestHoldWrite(t *testing.T) {
 	written = next.DeepCopy()
 	written.ResourceVersion, written.Status = "5", *report(0, "a", "b", "c")
 	r.wrote(next, written)
-	// A change of the counts alone waits up to countsOnlyBatches StatusBatches, unless something
-	// else changes too.
+	// That write had been held: a burst. A change of the counts alone now waits up to
+	// countsOnlyBatches StatusBatches, unless something else changes too.
 	wall.SetTime(wall.Now().Add(2500 * time.Millisecond))
 	if hold, write := r.holdWrite(written, report(1, "a", "b", "c")); write || hold != 3500*time.Millisecond {
 		t.Fatalf("the counts alone changed 2.5s after the last write: hold %v, write %v; want it held 3.5s", hold, write)
