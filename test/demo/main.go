@@ -165,7 +165,7 @@ func run(managerBinary, kubectlBinary string) error {
 	if _, err := k("explain", "nhc.spec.healthyDelay"); err != nil {
 		return err
 	}
-	if err := remediate(cluster, k, kq, demoDir); err != nil {
+	if err := remediate(cluster, k, kq, demoDir, samples); err != nil {
 		return err
 	}
 	if keep {
@@ -182,7 +182,7 @@ func run(managerBinary, kubectlBinary string) error {
 // remediate shows a node that really fails: its heartbeats stop, the node lifecycle controller marks
 // it Unknown, the operator creates a remediation CR, the (test) remediator reboots the node, and the
 // operator removes the CR once the node is back.
-func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, error), demoDir string) error {
+func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, error), demoDir, samples string) error {
 	step("Creating five simulated worker nodes; kwok heartbeats them like kubelets")
 	if _, err := k("apply", "-f", filepath.Join(demoDir, "nodes.yaml")); err != nil {
 		return err
@@ -193,9 +193,30 @@ func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, err
 	if _, err := k("get", "nodes", "-l", "demo.medik8s.io/pool=workers"); err != nil {
 		return err
 	}
-	step("Applying a NodeHealthCheck for them: unhealthy after Ready is False or Unknown for 10s")
-	if _, err := k("apply", "-f", filepath.Join(demoDir, "demo-nhc.yaml")); err != nil {
+	// The samples select every worker, so they would overlap the demo's own NodeHealthCheck: shown
+	// once, here, then they go, and the rest is one NodeHealthCheck's story.
+	demoNHC := filepath.Join(demoDir, "demo-nhc.yaml")
+	step("The two samples select every worker, these five too: a server-side dry run of the demo's NodeHealthCheck shows the webhook's warning")
+	out, err := k("apply", "--dry-run=server", "-f", demoNHC)
+	if err != nil {
 		return err
+	}
+	if strings.Count(out, "Warning: spec.selector: NodeHealthCheck") != 2 {
+		return fmt.Errorf("the dry run did not warn of the two samples' overlap")
+	}
+	fmt.Println("    A node that several NodeHealthChecks select is remediated by one at a time: the first to take its")
+	fmt.Println("    node lease; the others hold back meanwhile (docs/compatibility.md, \"Overlapping selectors\").")
+	step("Deleting the samples: one NodeHealthCheck per node from here on")
+	if _, err := k("delete", "-f", filepath.Join(samples, "nhc-worker.yaml"), "-f", filepath.Join(samples, "nhc-escalating.yaml"), "--wait"); err != nil {
+		return err
+	}
+	step("Applying a NodeHealthCheck for them: unhealthy after Ready is False or Unknown for 10s")
+	out, err = k("apply", "-f", demoNHC)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(out, "Warning:") {
+		return fmt.Errorf("the demo's NodeHealthCheck still overlaps another one")
 	}
 	if err := waitFor(kq, []string{"get", "nhc", "nhc-demo-workers", "-o", "jsonpath={.status.phase}/{.status.healthyNodes}"}, "Enabled/5"); err != nil {
 		return err
@@ -237,6 +258,9 @@ func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, err
 		if err != nil {
 			return fmt.Errorf("kubectl nhc explain: %w", err)
 		}
+		if n := strings.Count(string(out), "\nNodeHealthCheck "); n != 1 || strings.Contains(string(out), "overlap:") {
+			return fmt.Errorf("kubectl nhc explain told of %d NodeHealthChecks (overlap lines: %t), want the demo's alone", n, strings.Contains(string(out), "overlap:"))
+		}
 	}
 	fmt.Println("    The (simulated) remediator reboots worker-2 ...")
 	if err := waitFor(kq, []string{"get", "node", "worker-2", "-o", `jsonpath={.status.conditions[?(@.type=="Ready")].status}`}, "True"); err != nil {
@@ -257,7 +281,7 @@ func remediate(cluster *localcluster.Cluster, k, kq func(...string) (string, err
 		return err
 	}
 	step("What happened, as events")
-	_, err := k("get", "events", "-A", "--field-selector", "involvedObject.name=nhc-demo-workers", "--sort-by=.metadata.creationTimestamp",
+	_, err = k("get", "events", "-A", "--field-selector", "involvedObject.name=nhc-demo-workers", "--sort-by=.metadata.creationTimestamp",
 		"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 	return err
 }
