@@ -24,6 +24,8 @@ CNI_PLUGINS_VERSION ?= v1.10.0
 CRI_TOOLS_VERSION ?= v1.37.0
 
 LOCALBIN ?= $(CURDIR)/bin
+MODULE := $(shell go list -m)
+space := $(subst ,, )
 CHART := charts/node-healthcheck
 # The operator's version is the chart's appVersion: the chart's default image tag, the image's tag and
 # version label, and the version stamped into the binary (`manager --version`) cannot drift apart.
@@ -54,10 +56,21 @@ CONTROLPLANE_DEP := controlplane
 endif
 export KUBEBUILDER_ASSETS
 
-# Short fuzz runs that are part of `make test`; `make fuzz FUZZTIME=5m` runs longer.
+# Fuzzing for time: `make test-extended` runs each target for FUZZTIME (`make fuzz FUZZTIME=5m` runs
+# longer); `make test` runs their seed corpora as ordinary tests (go test does).
 FUZZTIME ?= 15s
 FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL ./internal/webhook/v1alpha1:FuzzRawJSON ./internal/health:FuzzDecide ./internal/controller/decodeguard:FuzzDecode ./internal/upgrade:FuzzCondition ./internal/outcome:FuzzDerive
 GO_TEST_FLAGS ?= -timeout 20m
+# `make test` runs every package but the whole-cluster suites that `make test-extended` runs
+# (EXTENDED_PKGS; docs/e2e.md says which runs where, and why), TEST_PARALLEL packages at a time: an
+# envtest suite mostly waits on its API server (about half a core each), so 2 cores hold 4.
+EXTENDED_PKGS ?= test/e2e test/chaos
+TEST_PARALLEL ?= 4
+# The packages with concurrent code (goroutines, locks, shared caches) whose tests `make
+# test-extended` runs again under the race detector.
+RACE_PKGS ?= ./cmd/manager ./internal/clockskew ./internal/controller/... ./internal/eventseries ./internal/explain \
+	./internal/notify ./internal/plumbing/metricsauth ./internal/plumbing/webhookcert ./internal/targets \
+	./internal/templateaccess ./internal/upgrade ./internal/webhook/...
 
 .PHONY: all
 all: build
@@ -107,9 +120,15 @@ vet: ## Run go vet.
 ##@ Test
 
 .PHONY: test
-test: $(CONTROLPLANE_DEP) kwok vet image ## Run all tests on a real control plane (envtest, kwok nodes) plus short fuzz runs; the image first (the tests run its binary).
-	go test $(GO_TEST_FLAGS) ./...
+test: $(CONTROLPLANE_DEP) kwok vet image-host ## Run the tests on a real control plane (envtest, kwok nodes), fuzz seeds included; the image for this machine first (the tests run its binary).
+	IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) IMAGE_PLATFORMS=$(HOST_PLATFORM) go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) \
+		$$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS)))')
+
+.PHONY: test-extended
+test-extended: $(CONTROLPLANE_DEP) kwok image ## What .ci/run adds to `make test`: the end-to-end and chaos suites, the multi-arch image's checks, each fuzz target for FUZZTIME, the concurrent packages under -race.
+	go test $(GO_TEST_FLAGS) -count=1 $(addprefix ./,$(EXTENDED_PKGS)) ./test/image/
 	@$(MAKE) --no-print-directory fuzz
+	go test $(GO_TEST_FLAGS) -race -count=1 $(RACE_PKGS)
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) $(HELM4) ## Test the chart's alerts with Prometheus' own tools (promtool check and test rules, the PromQL parser): seconds.
@@ -147,7 +166,7 @@ cluster-down: ## Remove what a real-node cluster left on the machine (processes,
 	$(LOCALBIN)/realnode-cluster -down $(CLUSTER_ARGS)
 
 # The chaos test (test/chaos) runs three short histories (seeds 1, 2, 18, 45 steps each) and the scripted ones
-# (docs/chaos.md) as part of `make test`; `make chaos` runs a longer
+# (docs/chaos.md) as part of `make test-extended`; `make chaos` runs a longer
 # one with a random seed, or replays one: make chaos CHAOS_SEED=42 CHAOS_STEPS=17.
 CHAOS_STEPS ?= 400
 CHAOS_SEED ?= random
@@ -265,6 +284,16 @@ image: $(IMAGE_LAYOUT)/index.json ## Build the multi-arch OCI image into bin/ima
 .PHONY: image-push
 image-push: image ## Push the image to IMAGE (default ghcr.io/medik8s/node-healthcheck:<appVersion>) with the credentials of `docker login`.
 	go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
+
+# The image for this machine's platform alone, which `make test` runs the manager of (its checks,
+# test/image, run on the platforms built: IMAGE_PLATFORMS); the binary is the one `make image` uses.
+HOST_PLATFORM := linux/$(shell go env GOARCH)
+HOST_IMAGE_LAYOUT := $(LOCALBIN)/image-$(subst /,-,$(HOST_PLATFORM))
+
+.PHONY: image-host
+image-host: ## Build the image for this machine's platform alone into bin/image-linux-<arch> (what `make test` runs).
+	@$(MAKE) --no-print-directory image PLATFORMS=$(HOST_PLATFORM) IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) \
+		IMAGE_TARBALL=$(HOST_IMAGE_LAYOUT).oci.tar
 
 $(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_SBOMS) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
 	go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \

@@ -5,34 +5,45 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 )
 
-// ImageLayoutEnv names the OCI image layout that the tests read the manager from; `make image`
-// builds it and the Makefile exports its folder (default bin/image).
+// ImageLayoutEnv names the OCI image layout that the tests read the manager from; `make test` sets
+// it to the image for this machine's platform (`make image-host`, bin/image-linux-<arch>), the
+// Makefile's other targets to the multi-arch one (`make image`, bin/image).
 const ImageLayoutEnv = "IMAGE_LAYOUT"
 
-// ImageLayout returns the folder of the OCI image layout that `make image` built: the image the
-// chart deploys. It refuses a missing layout, and one older than any file the image is built from
-// (the Makefile's IMAGE_INPUTS), so no test runs a stale binary by mistake.
+// ImageLayout returns the folder of the OCI image layout that `make image` (or `make image-host`)
+// built: the image the chart deploys. Without ImageLayoutEnv it takes bin/image-linux-<arch>, else
+// bin/image. It refuses a missing layout, and one older than any file the image is built from (the
+// Makefile's IMAGE_INPUTS), so no test runs a stale binary by mistake.
 func ImageLayout() (string, error) {
 	dir := os.Getenv(ImageLayoutEnv)
 	if dir == "" {
-		dir = Path("bin", "image")
+		dir = HostImageLayout()
+		if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+			dir = Path("bin", "image")
+		}
 	}
 	index, err := os.Stat(filepath.Join(dir, "index.json"))
 	if err != nil {
-		return "", fmt.Errorf("no image at %s: run the tests with 'make test', or 'make image' first (%w)", dir, err)
+		return "", fmt.Errorf("no image at %s: run the tests with 'make test', or 'make image-host' first (%w)", dir, err)
 	}
 	newest, newestTime, err := newestImageInput()
 	if err != nil {
 		return "", err
 	}
 	if newestTime.After(index.ModTime()) {
-		return "", fmt.Errorf("the image at %s is older than %s: run 'make image' (or the tests with 'make test')", dir, newest)
+		return "", fmt.Errorf("the image at %s is older than %s: run 'make image-host' or 'make image' (or the tests with 'make test')", dir, newest)
 	}
 	return dir, nil
+}
+
+// HostImageLayout is where `make image-host` builds the image for this machine's platform alone.
+func HostImageLayout() string {
+	return Path("bin", "image-linux-"+runtime.GOARCH)
 }
 
 // newestImageInput returns the most recently modified of the image's inputs, as the Makefile's

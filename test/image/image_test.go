@@ -41,8 +41,35 @@ const (
 	entrypoint = "/manager"
 )
 
-// platforms are the image's platforms, each with the ELF machine its manager must be built for.
-var platforms = map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}
+// machines are the platforms an image may have, each with the ELF machine its manager must be built
+// for.
+var machines = map[string]elf.Machine{"linux/amd64": elf.EM_X86_64, "linux/arm64": elf.EM_AARCH64}
+
+// releasePlatforms are the released image's platforms (`make image`, the Makefile's PLATFORMS).
+var releasePlatforms = []string{"linux/amd64", "linux/arm64"}
+
+// platformsEnv names the platforms the image under test was built for: `make test` checks the image
+// for this machine alone (`make image-host`), `make test-extended` and the release the multi-arch one.
+const platformsEnv = "IMAGE_PLATFORMS"
+
+// wantPlatforms returns the platforms the image must hold exactly: IMAGE_PLATFORMS (space
+// separated, each one the release has); without it, this machine's for the image `make image-host`
+// builds, else the release's.
+func wantPlatforms(t *testing.T) []string {
+	t.Helper()
+	want := releasePlatforms
+	if v := os.Getenv(platformsEnv); v != "" {
+		want = strings.Fields(v)
+	} else if dir, err := testutil.ImageLayout(); err == nil && dir == testutil.HostImageLayout() {
+		want = []string{runtime.GOOS + "/" + runtime.GOARCH}
+	}
+	for _, p := range want {
+		if !slices.Contains(releasePlatforms, p) {
+			t.Fatalf("%s=%q names %s, which the release does not build (%v)", platformsEnv, os.Getenv(platformsEnv), p, releasePlatforms)
+		}
+	}
+	return slices.Sorted(slices.Values(want))
+}
 
 // chartMeta is what the image takes from the chart's Chart.yaml.
 type chartMeta struct {
@@ -183,9 +210,9 @@ func files(t *testing.T, img v1.Image) (map[string]*tar.Header, []byte) {
 	}
 }
 
-// The index holds exactly linux/amd64 and linux/arm64, as OCI manifests, under the chart's
-// appVersion.
-func TestIndexHoldsExactlyLinuxAmd64AndArm64(t *testing.T) {
+// The index holds exactly the platforms built (the release: linux/amd64 and linux/arm64), as OCI
+// manifests, under the chart's appVersion.
+func TestIndexHoldsExactlyThePlatformsBuilt(t *testing.T) {
 	idx, tag := builtImage(t)
 	if want := readChart(t).AppVersion; tag != want {
 		t.Errorf("the layout names the image %q, want the chart's appVersion %q", tag, want)
@@ -202,8 +229,8 @@ func TestIndexHoldsExactlyLinuxAmd64AndArm64(t *testing.T) {
 		got = append(got, d.Platform.String())
 	}
 	slices.Sort(got)
-	if !slices.Equal(got, []string{"linux/amd64", "linux/arm64"}) {
-		t.Errorf("platforms %v, want exactly linux/amd64 and linux/arm64", got)
+	if want := wantPlatforms(t); !slices.Equal(got, want) {
+		t.Errorf("platforms %v, want exactly %v", got, want)
 	}
 }
 
@@ -268,7 +295,8 @@ func TestEachImageIsTheManagerAloneRunAsNonRoot(t *testing.T) {
 func TestManagerIsAStaticBinaryForItsArchitecture(t *testing.T) {
 	idx, _ := builtImage(t)
 	imgs := images(t, idx)
-	for platform, machine := range platforms {
+	for _, platform := range wantPlatforms(t) {
+		machine := machines[platform]
 		t.Run(platform, func(t *testing.T) {
 			img, ok := imgs[platform]
 			if !ok {
