@@ -90,13 +90,16 @@ var _ = Describe("Status writes", func() {
 		// An isolated failure, written at once: a write that was not held, no burst.
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		listedAt := time.Now()
 
 		// A node labelled into the selector right after it changes the counts alone: written when
-		// the StatusBatch since that write ends, not countsOnlyBatches StatusBatches after it (the
-		// wait of a burst's counts, 6 s).
+		// the StatusBatch since that write ends, not countsOnlyBatches (3) StatusBatches after it,
+		// the wait of a burst's counts, which the bound leaves a second of (the write seen late).
 		mark := requests.Mark()
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		Eventually(e.Status(ctx, n)).WithTimeout(2 * nhc.DefaultStatusBatch).Should(counts(4, 3))
+		burstWait := 3 * nhc.DefaultStatusBatch
+		Eventually(e.Status(ctx, n)).WithTimeout(2 * burstWait).Should(counts(4, 3))
+		Expect(time.Since(listedAt)).To(BeNumerically("<", burstWait-time.Second), "the isolated change waited as a burst's would")
 		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1))
 	})
 })
