@@ -61,6 +61,10 @@ export KUBEBUILDER_ASSETS
 FUZZTIME ?= 15s
 FUZZ_TARGETS ?= ./internal/webhook/v1alpha1:FuzzValidate ./internal/webhook/v1alpha1:FuzzDefaultThenValidate ./internal/webhook/v1alpha1:FuzzWebhookAgreesWithCEL ./internal/webhook/v1alpha1:FuzzRawJSON ./internal/health:FuzzDecide ./internal/controller/decodeguard:FuzzDecode ./internal/upgrade:FuzzCondition ./internal/outcome:FuzzDerive
 GO_TEST_FLAGS ?= -timeout 20m
+# Every build and test of the project compiles with the image's settings (static, no build paths):
+# the demo's, the image's and the tests' compiles then share one build cache, so on a cold machine
+# each dependency compiles once (the race detector needs cgo: its run in test-extended compiles again).
+GO_ENV := CGO_ENABLED=0 GOFLAGS="$(strip -trimpath $(GOFLAGS))"
 # `make test` runs every package but the whole-cluster suites that `make test-extended` runs
 # (EXTENDED_PKGS; docs/e2e.md says which runs where, and why), TEST_PARALLEL packages at a time: an
 # envtest suite mostly waits on its API server (about half a core each), so 2 cores hold 4.
@@ -115,20 +119,20 @@ fmt: ## Run gofmt on the code.
 
 .PHONY: vet
 vet: ## Run go vet.
-	go vet ./...
+	$(GO_ENV) go vet ./...
 
 ##@ Test
 
 .PHONY: test
 test: $(CONTROLPLANE_DEP) kwok vet image-host ## Run the tests on a real control plane (envtest, kwok nodes), fuzz seeds included; the image for this machine first (the tests run its binary).
-	IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) IMAGE_PLATFORMS=$(HOST_PLATFORM) go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) \
+	IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) IMAGE_PLATFORMS=$(HOST_PLATFORM) $(GO_ENV) go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) \
 		$$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS)))')
 
 .PHONY: test-extended
 test-extended: $(CONTROLPLANE_DEP) kwok image ## What .ci/run adds to `make test`: the end-to-end and chaos suites, the multi-arch image's checks, each fuzz target for FUZZTIME, the concurrent packages under -race.
-	go test $(GO_TEST_FLAGS) -count=1 $(addprefix ./,$(EXTENDED_PKGS)) ./test/image/
+	$(GO_ENV) go test $(GO_TEST_FLAGS) -count=1 $(addprefix ./,$(EXTENDED_PKGS)) ./test/image/
 	@$(MAKE) --no-print-directory fuzz
-	go test $(GO_TEST_FLAGS) -race -count=1 $(RACE_PKGS)
+	CGO_ENABLED=1 go test $(GO_TEST_FLAGS) -race -count=1 $(RACE_PKGS)
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) $(HELM4) ## Test the chart's alerts with Prometheus' own tools (promtool check and test rules, the PromQL parser): seconds.
@@ -136,7 +140,7 @@ test-rules: $(PROMTOOL) $(HELM4) ## Test the chart's alerts with Prometheus' own
 
 .PHONY: test-e2e
 test-e2e: $(CONTROLPLANE_DEP) kwok image ## Run only the end-to-end suite (the image's manager binary, kwok nodes), verbosely.
-	go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+	$(GO_ENV) go test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
 # The hostile-kubelet suite (test/hostile, docs/e2e.md): a node with its own credentials attacks the
 # running manager for HOSTILE_DURATION (60s in `make test`); HOSTILE_SEED= replays a run.
@@ -145,7 +149,7 @@ HOSTILE_SEED ?=
 
 .PHONY: test-hostile
 test-hostile: $(CONTROLPLANE_DEP) image ## Run only the hostile-kubelet suite, verbosely (HOSTILE_DURATION, default 60s; HOSTILE_SEED= replays a run).
-	NHC_HOSTILE_DURATION=$(HOSTILE_DURATION) NHC_HOSTILE_SEED=$(HOSTILE_SEED) go test -count=1 -timeout 60m ./test/hostile/ -ginkgo.v
+	NHC_HOSTILE_DURATION=$(HOSTILE_DURATION) NHC_HOSTILE_SEED=$(HOSTILE_SEED) $(GO_ENV) go test -count=1 -timeout 60m ./test/hostile/ -ginkgo.v
 
 # The real-node suite (test/realnode): a one-node cluster on this machine (the control plane, containerd,
 # runc, the kubelet, kube-proxy, a CNI bridge), the image imported into containerd and the packaged
@@ -173,7 +177,7 @@ CHAOS_SEED ?= random
 
 .PHONY: chaos
 chaos: $(CONTROLPLANE_DEP) ## Run the chaos test of the running controllers for CHAOS_STEPS (400) steps; CHAOS_SEED= replays a run.
-	CHAOS_SEED=$(CHAOS_SEED) CHAOS_STEPS=$(CHAOS_STEPS) go test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
+	CHAOS_SEED=$(CHAOS_SEED) CHAOS_STEPS=$(CHAOS_STEPS) $(GO_ENV) go test -count=1 -timeout 60m -v -run '^TestChaos$$' ./test/chaos/
 
 # Benchmarks are not part of `make test` (a benchmark's smoke run is); `make bench` runs them and keeps
 # the output in bin/bench/ (one file per run, latest.txt the last), for benchstat. BENCH selects them by
@@ -188,7 +192,7 @@ bench: $(CONTROLPLANE_DEP) ## Run the benchmarks (BENCH, BENCH_PKGS, BENCHTIME) 
 	@mkdir -p $(BENCH_DIR)
 	@out=$(BENCH_DIR)/bench-$$(date -u +%Y%m%dT%H%M%SZ).txt; \
 		{ echo "# $$(go version), $$(nproc) CPUs, $$(git rev-parse --short HEAD)"; \
-		  go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout 60m $(BENCH_PKGS); } | tee $$out; \
+		  $(GO_ENV) go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) -timeout 60m $(BENCH_PKGS); } | tee $$out; \
 		cp $$out $(BENCH_DIR)/latest.txt; echo "Results: $$out"
 	@$(if $(strip $(SCALE)),$(MAKE) --no-print-directory bench-scale SCALE="$(SCALE)")
 
@@ -205,14 +209,14 @@ SCALE ?= 1000 5000
 .PHONY: bench-scale
 bench-scale: $(CONTROLPLANE_DEP) kwok image ## Run the scale benchmark for each of SCALE (default "1000 5000") nodes; results in bin/bench/scale-*.json.
 	@mkdir -p $(BENCH_DIR)
-	@for n in $(SCALE); do 		echo "Scale benchmark: $$n nodes"; 		NHC_SCALE=$$n go test -count=1 -v -timeout 60m -run '^TestScale$$' ./test/scale/ || exit 1; 	done
+	@for n in $(SCALE); do 		echo "Scale benchmark: $$n nodes"; 		NHC_SCALE=$$n $(GO_ENV) go test -count=1 -v -timeout 60m -run '^TestScale$$' ./test/scale/ || exit 1; 	done
 
 # FILES: the scale results to compare (globs allowed), default every scale-<nodes>-latest.json.
 FILES ?= $(BENCH_DIR)/scale-*-latest.json
 
 .PHONY: bench-compare
 bench-compare: ## Print scale benchmark results (FILES, default bin/bench/scale-*-latest.json) side by side, a column per run.
-	@NHC_SCALE_COMPARE="$(abspath $(FILES))" go test -count=1 -v -run '^TestScaleCompare$$' ./test/scale/ | grep -E '^\||compare_test|FAIL'
+	@NHC_SCALE_COMPARE="$(abspath $(FILES))" $(GO_ENV) go test -count=1 -v -run '^TestScaleCompare$$' ./test/scale/ | grep -E '^\||compare_test|FAIL'
 
 .PHONY: fuzz
 fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
@@ -226,8 +230,8 @@ fuzz: $(CONTROLPLANE_DEP) ## Run each fuzz target for FUZZTIME (default 15s).
 
 .PHONY: build
 build: ## Build the manager binary into bin/manager, and the kubectl plugin into bin/kubectl-nhc.
-	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
-	go build -ldflags "$(MANAGER_LDFLAGS)" -o $(LOCALBIN)/kubectl-nhc ./cmd/kubectl-nhc
+	$(GO_ENV) go build -ldflags "$(MANAGER_LDFLAGS)" -o $(MANAGER) ./cmd/manager
+	$(GO_ENV) go build -ldflags "$(MANAGER_LDFLAGS)" -o $(LOCALBIN)/kubectl-nhc ./cmd/kubectl-nhc
 
 CHART_VERSION = $(shell awk '$$1 == "version:" {print $$2}' $(CHART)/Chart.yaml)
 CHART_PACKAGE = $(LOCALBIN)/chart/node-healthcheck-$(CHART_VERSION).tgz
@@ -247,7 +251,7 @@ chart-push: chart ## Push the packaged chart to an OCI registry: make chart-push
 
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) kwok build ## Start a local cluster with simulated nodes, run the operator and show a node failing and remediated (DEMO_ARGS=-keep keeps it running).
-	go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl --kubectl-nhc $(LOCALBIN)/kubectl-nhc $(DEMO_ARGS)
+	$(GO_ENV) go run ./test/demo --manager $(MANAGER) --kubectl $(KUBEBUILDER_ASSETS)/kubectl --kubectl-nhc $(LOCALBIN)/kubectl-nhc $(DEMO_ARGS)
 
 ##@ Image
 
@@ -283,7 +287,7 @@ image: $(IMAGE_LAYOUT)/index.json ## Build the multi-arch OCI image into bin/ima
 
 .PHONY: image-push
 image-push: image ## Push the image to IMAGE (default ghcr.io/medik8s/node-healthcheck:<appVersion>) with the credentials of `docker login`.
-	go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
+	$(GO_ENV) go run ./cmd/imagebuild push --layout $(IMAGE_LAYOUT) $(IMAGE)
 
 # The image for this machine's platform alone, which `make test` runs the manager of (its checks,
 # test/image, run on the platforms built: IMAGE_PLATFORMS); the binary is the one `make image` uses.
@@ -296,7 +300,7 @@ image-host: ## Build the image for this machine's platform alone into bin/image-
 		IMAGE_TARBALL=$(HOST_IMAGE_LAYOUT).oci.tar
 
 $(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_SBOMS) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
-	go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
+	$(GO_ENV) go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) \
 		--source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --description "Node Healthcheck operator" \
 		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager) \

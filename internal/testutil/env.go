@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -13,14 +15,51 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// RepoRoot returns the repository's root folder, found from this source file's location, so tests
-// work from any package directory.
-func RepoRoot() string {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		panic("testutil: cannot locate source file")
+// declaredModule returns the module path a go.mod declares.
+func declaredModule(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
 	}
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return ""
+}
+
+// RepoRoot returns the repository's root folder, so tests work from any package directory: found
+// from this source file's location, or, in a binary built with -trimpath (the Makefile builds and
+// tests so), where source files are named by import path, as the nearest folder above the working
+// directory whose go.mod declares this module (go test runs a test in its package's folder).
+func RepoRoot() string {
+	repoRootOnce.Do(func() { repoRoot = findRepoRoot() })
+	return repoRoot
+}
+
+var (
+	repoRootOnce sync.Once
+	repoRoot     string
+)
+
+// modulePath is the module RepoRoot looks for.
+const modulePath = "github.com/medik8s/node-healthcheck"
+
+func findRepoRoot() string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "..")
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(fmt.Sprintf("testutil: cannot locate the repository: %v", err))
+	}
+	for start := dir; ; {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declaredModule(data) == modulePath {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic(fmt.Sprintf("testutil: no folder above %s holds the go.mod of %s", start, modulePath))
+		}
+		dir = parent
+	}
 }
 
 // Path joins elements onto the repository root.
