@@ -69,7 +69,13 @@ GO_ENV := CGO_ENABLED=0 GOFLAGS="$(strip -trimpath $(GOFLAGS))"
 # (EXTENDED_PKGS; docs/e2e.md says which runs where, and why), TEST_PARALLEL packages at a time: an
 # envtest suite mostly waits on its API server (about half a core each), so 2 cores hold 4.
 EXTENDED_PKGS ?= test/e2e test/chaos
-TEST_PARALLEL ?= 4
+TEST_PARALLEL ?= 3
+# The operator suite (TestOperator), the longest package (about 100 specs, each its own pool of
+# nodes), runs its specs in OPERATOR_PROCS processes with Ginkgo's CLI (go.mod's tool), each with its
+# own control plane and manager, beside the other packages; the CLI runs the suite alone, so go test
+# runs that package's other tests.
+OPERATOR_SUITE := internal/controller/remediation
+OPERATOR_PROCS ?= 2
 # The packages with concurrent code (goroutines, locks, shared caches) whose tests `make
 # test-extended` runs again under the race detector.
 RACE_PKGS ?= ./cmd/manager ./internal/clockskew ./internal/controller/... ./internal/eventseries ./internal/explain \
@@ -125,14 +131,20 @@ vet: ## Run go vet.
 
 .PHONY: test
 test: $(CONTROLPLANE_DEP) kwok vet image-host ## Run the tests on a real control plane (envtest, kwok nodes), fuzz seeds included; the image for this machine first (the tests run its binary).
-	IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) IMAGE_PLATFORMS=$(HOST_PLATFORM) $(GO_ENV) go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) \
-		$$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS)))')
+	@export IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) IMAGE_PLATFORMS=$(HOST_PLATFORM) $(GO_ENV); \
+	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
+	go tool ginkgo -p --procs=$(OPERATOR_PROCS) --timeout=20m ./$(OPERATOR_SUITE) > $$log 2>&1 & operator=$$!; \
+	status=0; go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -skip '^TestOperator$$' \
+		$$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS)))') || status=1; \
+	wait $$operator || status=1; \
+	echo "--- the operator suite ($(OPERATOR_SUITE), $(OPERATOR_PROCS) processes):"; cat $$log; exit $$status
 
 .PHONY: test-extended
 test-extended: $(CONTROLPLANE_DEP) kwok image ## What .ci/run adds to `make test`: the end-to-end and chaos suites, the multi-arch image's checks, each fuzz target for FUZZTIME, the concurrent packages under -race.
 	$(GO_ENV) go test $(GO_TEST_FLAGS) -count=1 $(addprefix ./,$(EXTENDED_PKGS)) ./test/image/
 	@$(MAKE) --no-print-directory fuzz
-	CGO_ENABLED=1 go test $(GO_TEST_FLAGS) -race -count=1 $(RACE_PKGS)
+	CGO_ENABLED=1 go test $(GO_TEST_FLAGS) -race -count=1 -skip '^TestOperator$$' $(RACE_PKGS)
+	CGO_ENABLED=1 go tool ginkgo -race -p --procs=$(OPERATOR_PROCS) --timeout=30m ./$(OPERATOR_SUITE)
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) $(HELM4) ## Test the chart's alerts with Prometheus' own tools (promtool check and test rules, the PromQL parser): seconds.

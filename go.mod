@@ -175,4 +175,7 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-tool helm.sh/helm/v3/cmd/helm
+tool (
+	github.com/onsi/ginkgo/v2/ginkgo
+	helm.sh/helm/v3/cmd/helm
+)
