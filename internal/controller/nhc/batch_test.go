@@ -61,16 +61,21 @@ var _ = Describe("Status writes", func() {
 		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1), "only the new failure is written")
 	})
 
-	It("writes an isolated failure at once, in one write", func(ctx SpecContext) {
+	// quietPool returns a pool of three healthy nodes (its group label), one of them, and their
+	// NodeHealthCheck, quiet for a StatusBatch since its last status write.
+	quietPool := func(ctx SpecContext) (string, *corev1.Node, *remediationv1alpha1.NodeHealthCheck) {
 		group := e.Unique("g")
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		n := e.NewNHC(ctx, group)
 		Eventually(e.Status(ctx, n)).Should(counts(3, 3))
-		// The NodeHealthCheck has been quiet for a StatusBatch.
 		wall.Step(nhc.DefaultStatusBatch)
+		return group, sick, n
+	}
 
+	It("writes an isolated failure at once, in one write", func(ctx SpecContext) {
+		_, sick, n := quietPool(ctx)
 		mark := requests.Mark()
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
 		// A write held for the batch would come a StatusBatch after the failure.
@@ -80,13 +85,7 @@ var _ = Describe("Status writes", func() {
 	})
 
 	It("writes an isolated change of the counts within a StatusBatch of the last write, not the burst's longer wait", func(ctx SpecContext) {
-		group := e.Unique("g")
-		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
-		n := e.NewNHC(ctx, group)
-		Eventually(e.Status(ctx, n)).Should(counts(3, 3))
-		wall.Step(nhc.DefaultStatusBatch)
+		group, sick, n := quietPool(ctx)
 		// An isolated failure, written at once: a write that was not held, no burst.
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
