@@ -354,3 +354,33 @@ func TestAggregatedRoleRendersNoRules(t *testing.T) {
 		t.Error("the aggregated role lost its aggregationRule")
 	}
 }
+
+// The helm test pod verifies the metrics endpoint's certificate against the webhook certificate's
+// CA, for the webhook Service's name (as the ServiceMonitor has Prometheus do), mounting only the
+// Secret's ca.crt; without webhooks there is no such CA and it skips verification, explicitly.
+func TestSelfTestVerifiesTheMetricsCertificate(t *testing.T) {
+	testPod := func(r rendered) corev1.Pod { return *decode[corev1.Pod](t, r.get("Pod", "nhc-node-healthcheck-self-test")) }
+	for name, apiVersions := range map[string][]string{"self-managed": nil, "cert-manager": certManagerAPI} {
+		pod := testPod(mustRender(t, nil, apiVersions...))
+		args := pod.Spec.Containers[0].Args
+		for _, want := range []string{"--metrics-ca-file=/etc/nhc-metrics-ca/ca.crt", "--metrics-server-name=nhc-node-healthcheck-webhook.node-healthcheck.svc"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("%s: the test pod's arguments %v lack %s", name, args, want)
+			}
+		}
+		if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--metrics-insecure-skip-verify") }) {
+			t.Errorf("%s: the test pod skips verification: %v", name, args)
+		}
+		if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != "nhc-node-healthcheck-webhook-cert" ||
+			!reflect.DeepEqual(pod.Spec.Volumes[0].Secret.Items, []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}) {
+			t.Errorf("%s: volumes %+v, want the webhook Secret's ca.crt only", name, pod.Spec.Volumes)
+		}
+		if m := pod.Spec.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != "/etc/nhc-metrics-ca" {
+			t.Errorf("%s: mounts %+v", name, m)
+		}
+	}
+	pod := testPod(mustRender(t, map[string]any{"webhooks": map[string]any{"enabled": false}}))
+	if args := pod.Spec.Containers[0].Args; !slices.Contains(args, "--metrics-insecure-skip-verify=true") || len(pod.Spec.Volumes) != 0 {
+		t.Errorf("without webhooks: arguments %v, volumes %+v", args, pod.Spec.Volumes)
+	}
+}
