@@ -359,7 +359,9 @@ func TestAggregatedRoleRendersNoRules(t *testing.T) {
 // CA, for the webhook Service's name (as the ServiceMonitor has Prometheus do), mounting only the
 // Secret's ca.crt; without webhooks there is no such CA and it skips verification, explicitly.
 func TestSelfTestVerifiesTheMetricsCertificate(t *testing.T) {
-	testPod := func(r rendered) corev1.Pod { return *decode[corev1.Pod](t, r.get("Pod", "nhc-node-healthcheck-self-test")) }
+	testPod := func(r rendered) corev1.Pod {
+		return *decode[corev1.Pod](t, r.get("Pod", "nhc-node-healthcheck-self-test"))
+	}
 	for name, apiVersions := range map[string][]string{"self-managed": nil, "cert-manager": certManagerAPI} {
 		pod := testPod(mustRender(t, nil, apiVersions...))
 		args := pod.Spec.Containers[0].Args
