@@ -38,8 +38,11 @@ const (
 // valuesScenario installs the packaged chart with the values of issue 35 point 7 that change the
 // pods (hostNetwork with other ports, env and envFrom, an extra volume) and the NetworkPolicy, on the
 // cluster the earlier scenarios left (the release uninstalled, the CRD kept; or, focused alone, the
-// release installed: it is upgraded), checks them on the node, and uninstalls.
+// release installed: it is upgraded), checks them on the node, and uninstalls (a spec of its own:
+// helm cannot run in a DeferCleanup, and a failed spec leaves the release to the suite's teardown).
 func valuesScenario() {
+	// restoreEnforce gives the namespace its Pod Security level back after the uninstall.
+	restoreEnforce := func(context.Context) {}
 	It("runs the manager on the node's network with other ports, its environment and an extra volume, behind a NetworkPolicy", func(ctx context.Context) {
 		scheme := runtime.NewScheme()
 		Expect(corev1.AddToScheme(scheme)).To(Succeed())
@@ -59,7 +62,7 @@ func valuesScenario() {
 			Expect(k.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, client.RawPatch("application/merge-patch+json", []byte(patch)))).To(Succeed())
 		}
 		setEnforce(ctx, "privileged")
-		DeferCleanup(setEnforce, enforce)
+		restoreEnforce = func(ctx context.Context) { setEnforce(ctx, enforce) }
 
 		// envFrom's source and the extra volume's.
 		Expect(k.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "nhc-env"},
@@ -95,11 +98,6 @@ commonLabels: {team: platform}
 		out, err := helm(ctx, "upgrade", "--install", release, chartPackage(), "--namespace", namespace, "--reset-values", "-f", values.Name(), "--wait", "--timeout", "6m")
 		Expect(err).NotTo(HaveOccurred(), out)
 		GinkgoWriter.Printf("helm upgrade --install --wait (hostNetwork) returned after %s\n", time.Since(begin).Round(time.Second))
-		DeferCleanup(func(ctx context.Context) {
-			out, err := helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
-			Expect(err).NotTo(HaveOccurred(), out)
-			expectUninstalled(ctx)
-		})
 
 		var pod corev1.Pod
 		Eventually(func(g Gomega) {
@@ -128,11 +126,13 @@ commonLabels: {team: platform}
 		GinkgoWriter.Printf("Manager PID %d on the node: GOGC, GOMEMLIMIT and NHC_FROM_CONFIGMAP in its environment, /etc/nhc-extra mounted\n", proc.PID)
 
 		By("the webhook answers at the node's address, through the Service")
-		eps, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + webhookService})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(eps.Items).To(HaveLen(1))
-		Expect(eps.Items[0].Ports).To(ContainElement(HaveField("Port", HaveValue(BeNumerically("==", hostWebhookPort)))))
-		Expect(eps.Items[0].Endpoints).To(ContainElement(HaveField("Addresses", ContainElement(realnode.NodeIP))))
+		Eventually(func(g Gomega) {
+			eps, err := cs.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + webhookService})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(eps.Items).To(ContainElement(And(
+				HaveField("Ports", ContainElement(HaveField("Port", HaveValue(BeNumerically("==", hostWebhookPort))))),
+				HaveField("Endpoints", ContainElement(HaveField("Addresses", ContainElement(realnode.NodeIP)))))))
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed(), "the webhook Service's endpoint is the node's address and port %d", hostWebhookPort)
 		bad := testutil.NewNHC("realnode-values-invalid")
 		bad.Spec.RemediationTemplate = testutil.TestTemplateRef("realnode-template")
 		bad.Spec.RemediationTemplate.Namespace = ""
@@ -169,5 +169,33 @@ commonLabels: {team: platform}
 		// The node's bridge CNI enforces no NetworkPolicy, and host-network pods are outside every
 		// policy anyway: the policy is accepted and applied, what it denies is not tested here.
 		GinkgoWriter.Printf("NetworkPolicy %s applied (not enforced by the bridge CNI); FlowSchema %s (UID %s)\n", np.Name, fs.Name, fs.UID)
+	})
+
+	It("uninstalls the host-network release, leaving only the leader election Lease, to expire", func(ctx context.Context) {
+		out, err := helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(vwcs.Items).To(BeEmpty())
+		nodeLeases, err := cs.CoordinationV1().Leases("medik8s-leases").List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nodeLeases.Items).To(BeEmpty())
+		// On the host network a pod's hostname is the node's, and so is the start of the leader
+		// election identity controller-runtime makes of it: the uninstall hook, which deletes the
+		// Lease when this release's pods (<fullname>-...) held it, cannot tell it from another
+		// operator's, and leaves it to expire (values.yaml, hostNetwork). Nothing else is left.
+		hostname, err := os.Hostname()
+		Expect(err).NotTo(HaveOccurred())
+		if l, err := cs.CoordinationV1().Leases(namespace).Get(ctx, leaderLease, metav1.GetOptions{}); err == nil {
+			Expect(l.Spec.HolderIdentity).To(HaveValue(Or(BeEmpty(), HavePrefix(hostname+"_"))), "the leader election Lease left is the host-network manager's")
+			GinkgoWriter.Printf("Leader election Lease left by the host-network release, holder %q\n", *l.Spec.HolderIdentity)
+			Expect(cs.CoordinationV1().Leases(namespace).Delete(ctx, leaderLease, metav1.DeleteOptions{})).To(Succeed())
+		}
+		restoreEnforce(ctx)
 	})
 }
