@@ -174,14 +174,7 @@ commonLabels: {team: platform}
 	It("uninstalls the host-network release, leaving only the leader election Lease, to expire", func(ctx context.Context) {
 		out, err := helm(ctx, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "3m")
 		Expect(err).NotTo(HaveOccurred(), out)
-		Eventually(func(g Gomega) {
-			pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
-		vwcs, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(vwcs.Items).To(BeEmpty())
+		expectNoPodsNorWebhooks(ctx)
 		nodeLeases, err := cs.CoordinationV1().Leases("medik8s-leases").List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(nodeLeases.Items).To(BeEmpty())
