@@ -21,10 +21,7 @@ type artifactHub struct {
 		Kind, Version, Name, DisplayName, Description string
 	}
 	examples []map[string]any
-	images   []struct {
-		Name, Image string
-		Platforms   []string
-	}
+	images   []struct{ Name, Image string }
 	links []struct{ Name, URL string }
 	// changes are ArtifactHub's structured form: kind and description.
 	changes []struct{ Kind, Description string }
