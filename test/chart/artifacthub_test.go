@@ -22,7 +22,7 @@ type artifactHub struct {
 	}
 	examples []map[string]any
 	images   []struct{ Name, Image string }
-	links []struct{ Name, URL string }
+	links    []struct{ Name, URL string }
 	// changes are ArtifactHub's structured form: kind and description.
 	changes []struct{ Kind, Description string }
 	license string
