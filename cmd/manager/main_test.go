@@ -204,12 +204,21 @@ func TestLeaderElectionTimings(t *testing.T) {
 }
 
 func TestSelfTestFlags(t *testing.T) {
-	o, tokenFile, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"--metrics-url=https://m:8443/metrics", "--webhooks=false"})
+	o, files, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"--metrics-url=https://m:8443/metrics", "--webhooks=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.MetricsURL != "https://m:8443/metrics" || o.Webhooks || !o.MetricsInsecure || tokenFile != "/var/run/secrets/kubernetes.io/serviceaccount/token" || o.Name == "" {
-		t.Errorf("got %+v, token file %s", o, tokenFile)
+	// The metrics endpoint's certificate is verified unless skipping is asked for.
+	if o.MetricsURL != "https://m:8443/metrics" || o.Webhooks || o.MetricsInsecure || files.token != "/var/run/secrets/kubernetes.io/serviceaccount/token" || files.ca != "" || o.Name == "" {
+		t.Errorf("got %+v, files %+v", o, files)
+	}
+	o, files, err = parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"--metrics-url=https://m:8443/metrics",
+		"--metrics-ca-file=/ca/ca.crt", "--metrics-server-name=nhc-node-healthcheck-webhook.nhc.svc"})
+	if err != nil || files.ca != "/ca/ca.crt" || o.MetricsServerName != "nhc-node-healthcheck-webhook.nhc.svc" || o.MetricsInsecure {
+		t.Errorf("with a CA: got %+v, files %+v, %v", o, files, err)
+	}
+	if _, _, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"--metrics-ca-file=/ca/ca.crt", "--metrics-insecure-skip-verify"}); err == nil {
+		t.Error("a CA and skipping verification were both accepted")
 	}
 	if _, _, err := parseSelfTestFlags(flag.NewFlagSet("self-test", flag.ContinueOnError), []string{"extra"}); err == nil {
 		t.Error("an extra argument was accepted")

@@ -78,8 +78,8 @@ func (c *cluster) serviceAccountKubeconfig(t *testing.T, sa string) string {
 }
 
 // startManager runs the manager out of cluster as the chart's ServiceAccount, with the arguments of
-// the release's Deployment (probe and metrics on free local ports; overrides replace flags by name,
-// or add those the chart does not set).
+// the release's Deployment (probe and, unless overrides set it, metrics on free local ports;
+// overrides replace flags by name, or add those the chart does not set).
 // It returns the probe address and the manager's output.
 func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map[string]string) (string, *bytes.Buffer) {
 	t.Helper()
@@ -87,14 +87,15 @@ func (c *cluster) startManager(t *testing.T, bin, manifest string, overrides map
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics, err := localcluster.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if overrides == nil {
 		overrides = map[string]string{}
 	}
-	overrides["--health-probe-bind-address"], overrides["--metrics-bind-address"] = probe, metrics
+	if overrides["--metrics-bind-address"] == "" {
+		if overrides["--metrics-bind-address"], err = localcluster.FreeAddr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overrides["--health-probe-bind-address"] = probe
 	args := []string{"--kubeconfig=" + c.serviceAccountKubeconfig(t, "nhc-node-healthcheck"), "--leader-election-namespace=" + namespace}
 	used := map[string]bool{}
 	for _, a := range chartArgs(t, manifest) {

@@ -19,7 +19,8 @@ import (
 
 // runTestHook runs the chart's `helm test` hook as its pod would: its objects (ServiceAccount and
 // rights) created, the manager binary run with the pod's arguments as that ServiceAccount, the
-// metrics URL pointing at m (the Service's DNS name does not resolve on this machine).
+// metrics URL pointing at m (the Service's DNS name does not resolve on this machine), the metrics
+// CA the pod mounts written to a file.
 func runTestHook(ctx context.Context, m *localcluster.Manager) (string, error) {
 	hook := cluster.ChartTestHook()
 	for _, obj := range hook.Objects {
@@ -37,9 +38,16 @@ func runTestHook(ctx context.Context, m *localcluster.Manager) (string, error) {
 	Expect(os.WriteFile(tokenFile, []byte(tr.Status.Token), 0o600)).To(Succeed())
 
 	Expect(hook.Args).To(HaveExactElements(Equal("self-test"), ContainSubstring("--name="), Equal("--webhooks=true"),
-		Equal("--metrics-url=https://nhc-node-healthcheck-metrics.node-healthcheck.svc:8443/metrics")), "the chart's test pod")
+		Equal("--metrics-url=https://nhc-node-healthcheck-metrics.node-healthcheck.svc:8443/metrics"),
+		Equal("--metrics-ca-file=/etc/nhc-metrics-ca/ca.crt"), Equal("--metrics-server-name=nhc-node-healthcheck-webhook.node-healthcheck.svc")), "the chart's test pod")
+	// The CA the test pod mounts from the webhook certificate's Secret (ca.crt).
+	secret, err := cs.CoreV1().Secrets(localcluster.ChartNamespace).Get(ctx, localcluster.WebhookSecret, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(secret.Data).To(HaveKey("ca.crt"))
+	caFile := filepath.Join(GinkgoT().TempDir(), "ca.crt")
+	Expect(os.WriteFile(caFile, secret.Data["ca.crt"], 0o600)).To(Succeed())
 	args := localcluster.MergeArgs(hook.Args, []string{"--kubeconfig=" + kubeconfig,
-		"--metrics-url=https://" + m.MetricsAddr + "/metrics", "--metrics-token-file=" + tokenFile})
+		"--metrics-url=https://" + m.MetricsAddr + "/metrics", "--metrics-token-file=" + tokenFile, "--metrics-ca-file=" + caFile})
 	cmd := exec.CommandContext(ctx, managerBinary, args...) //nolint:gosec // our binary
 	out, err := cmd.CombinedOutput()
 	GinkgoWriter.Printf("self-test:\n%s", out)

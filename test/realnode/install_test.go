@@ -162,6 +162,7 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 
 	scenarios()
 	helm4Scenario()
+	valuesScenario()
 })
 
 // warningRecorder keeps the API server's warnings.

@@ -603,6 +603,16 @@ func helm4Scenario() {
 // leader election Lease and the node Leases in leases.namespace), and kept the CRD (crds.keep).
 func expectUninstalled(ctx context.Context) {
 	GinkgoHelper()
+	expectNoPodsNorWebhooks(ctx)
+	expectNoLeases(ctx)
+	_, err := cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
+	Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
+}
+
+// expectNoPodsNorWebhooks checks, after an uninstall returned, that no pod is left in the release's
+// namespace and no webhook configuration in the cluster.
+func expectNoPodsNorWebhooks(ctx context.Context) {
+	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -614,9 +624,6 @@ func expectUninstalled(ctx context.Context) {
 	mwcs, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(mwcs.Items).To(BeEmpty())
-	expectNoLeases(ctx)
-	_, err = cs.Discovery().ServerResourcesForGroupVersion(remediationv1alpha1.GroupVersion.String())
-	Expect(err).NotTo(HaveOccurred(), "crds.keep: the NodeHealthCheck CRD stays")
 }
 
 // expectNoLeases checks, after an uninstall returned, that no Lease is left in the release's

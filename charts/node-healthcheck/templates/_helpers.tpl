@@ -13,12 +13,25 @@
 {{- end }}
 {{- end }}
 
+{{- /* Every object's labels: the chart's, and commonLabels where they name other keys. */ -}}
 {{- define "nhc.labels" -}}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-{{ include "nhc.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: medik8s
+{{- $own := dict "helm.sh/chart" (printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_") "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/part-of" "medik8s" }}
+{{- $own = merge $own (include "nhc.selectorLabels" . | fromYaml) }}
+{{- toYaml (merge $own (deepCopy (default dict .Values.commonLabels))) }}
+{{- end }}
+
+{{- /*
+nhc.annotations is an object's annotations block, on a line of its own under metadata: its own (a
+dict) and commonAnnotations where they name other keys; nothing when both are empty. Called with
+(list $ $own) right after the previous line of metadata.
+*/ -}}
+{{- define "nhc.annotations" -}}
+{{- $ := index . 0 }}
+{{- $all := merge (deepCopy (index . 1)) (deepCopy (default dict $.Values.commonAnnotations)) }}
+{{- with $all }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+{{- end }}
 {{- end }}
 
 {{- define "nhc.selectorLabels" -}}

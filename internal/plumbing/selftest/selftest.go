@@ -7,6 +7,7 @@ package selftest
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -40,8 +41,15 @@ type Options struct {
 	// MetricsToken authenticates to the metrics endpoint (the pod's ServiceAccount token); empty:
 	// no authentication (plain HTTP metrics).
 	MetricsToken string
-	// MetricsInsecure skips verifying the metrics endpoint's certificate, which the manager signs
-	// itself; the token still authenticates the client.
+	// MetricsCA is the PEM of the CAs the metrics endpoint's certificate is verified against (the
+	// chart's webhook certificate's CA, which the manager serves on the metrics port too); empty:
+	// the system's roots.
+	MetricsCA []byte
+	// MetricsServerName is the name the metrics endpoint's certificate is verified for (the webhook
+	// Service's, which that certificate holds); empty: the URL's host.
+	MetricsServerName string
+	// MetricsInsecure skips verifying the metrics endpoint's certificate (the manager's self-signed
+	// one, without webhooks); the token still authenticates the client. Only where asked for.
 	MetricsInsecure bool
 }
 
@@ -149,8 +157,12 @@ func metrics(ctx context.Context, o Options) error {
 	if o.MetricsToken != "" {
 		req.Header.Set("Authorization", "Bearer "+o.MetricsToken)
 	}
+	tlsConfig, err := metricsTLS(o)
+	if err != nil {
+		return err
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.TLSClientConfig = &tls.Config{InsecureSkipVerify: o.MetricsInsecure} //nolint:gosec // the manager's self-signed metrics certificate; the token authenticates
+	transport.TLSClientConfig = tlsConfig
 	resp, err := (&http.Client{Transport: transport}).Do(req)
 	if err != nil {
 		return err
@@ -167,6 +179,22 @@ func metrics(ctx context.Context, o Options) error {
 		return fmt.Errorf("%s answered without the manager's metrics", o.MetricsURL)
 	}
 	return nil
+}
+
+// metricsTLS is how the metrics endpoint's certificate is verified: against MetricsCA for
+// MetricsServerName, or not at all with MetricsInsecure.
+func metricsTLS(o Options) (*tls.Config, error) {
+	if o.MetricsInsecure {
+		return &tls.Config{InsecureSkipVerify: true}, nil //nolint:gosec // asked for: the manager's self-signed metrics certificate; the token authenticates
+	}
+	c := &tls.Config{ServerName: o.MetricsServerName, MinVersion: tls.VersionTLS12}
+	if len(o.MetricsCA) > 0 {
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(o.MetricsCA) {
+			return nil, errors.New("the metrics CA holds no PEM certificate")
+		}
+	}
+	return c, nil
 }
 
 // TokenFile is where a pod finds its ServiceAccount token.
