@@ -28,13 +28,13 @@ type NodeSource interface {
 	Selected(nhc metav1.Object, sel labels.Selector) ([]*corev1.Node, bool)
 }
 
-// ConditionChangeSource tells when this process saw the status of each of a node's conditions
-// change (watch.ConditionChanges); a nil map when it saw none. The map is read only.
+// ConditionChangeSource tells what this process's node watch showed of a node's conditions
+// (watch.ConditionChanges), brought up to the node object the decision reads first: when the status
+// of each of its conditions was seen changing (seen), and, for each condition whose
+// lastTransitionTime is not to be trusted, when it counts from instead (untrusted,
+// health.Node.CountFrom). Nil maps: none. The maps are read only.
 type ConditionChangeSource interface {
-	Seen(node string) map[corev1.NodeConditionType]time.Time
-	// Untrusted returns, for each condition of the node whose lastTransitionTime is not to be
-	// trusted, when it counts from instead (health.Node.CountFrom); nil: none. Read only.
-	Untrusted(node string) map[corev1.NodeConditionType]time.Time
+	For(n *corev1.Node) (seen, untrusted map[corev1.NodeConditionType]time.Time)
 }
 
 // selectedNodes returns the nodes the NodeHealthCheck's selector selects, sorted by name: from

@@ -320,10 +320,11 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 	if g.Changes != nil {
 		r.seenChanging = map[string]map[corev1.NodeConditionType]time.Time{}
 		for _, n := range r.nodes {
-			if seen := g.Changes.Seen(n.Name); seen != nil {
+			seen, from := g.Changes.For(n)
+			if seen != nil {
 				r.seenChanging[n.Name] = seen
 			}
-			if from := g.Changes.Untrusted(n.Name); from != nil {
+			if from != nil {
 				if r.countFrom == nil {
 					r.countFrom = map[string]map[corev1.NodeConditionType]time.Time{}
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -29,6 +30,15 @@ import (
 //     count as the whole duration at once) or than the condition's own heartbeat. Such a condition
 //     counts from when the watch showed the change (or first showed the condition).
 //
+// A decision reads the record for the node object it decides from (For), which first brings the
+// record up to that object: the cache's store holds a node's update before any event handler
+// has run (this record's is one of the controllers' node event handlers), so a reconcile another
+// event started may read a node whose change the record has not seen yet; a node that came back,
+// read before the record saw it come back, would count as healthy since its kept old transition
+// time, and another node be remediated while the threshold holds only thanks to it. Each node's
+// last recorded resourceVersion orders the two paths: an event older than what a decision already
+// brought the record up to changes nothing.
+//
 // It is memory only: after a restart the timestamps alone count, but for the times that are never
 // trusted. A node's record holds at most its current condition types, and goes with the node.
 type ConditionChanges struct {
@@ -42,6 +52,15 @@ type ConditionChanges struct {
 	// Untrusted returned stays as it was.
 	seen      map[string]map[corev1.NodeConditionType]time.Time
 	untrusted map[string]map[corev1.NodeConditionType]time.Time
+	// last is, per node, the version the record was last brought up to, and its conditions'
+	// types, statuses and transition times (what a later version is compared with).
+	last map[string]recorded
+}
+
+// recorded is the node version a record was last brought up to.
+type recorded struct {
+	resourceVersion string
+	conditions      []corev1.NodeCondition
 }
 
 // TrustEveryConditionTime is a bound that trusts every condition time: for test suites whose
@@ -52,7 +71,7 @@ const TrustEveryConditionTime time.Duration = -1
 // of the manager's view of them.
 func NewConditionChanges(c clock.PassiveClock, bound time.Duration) *ConditionChanges {
 	changes := &ConditionChanges{clock: c, seen: map[string]map[corev1.NodeConditionType]time.Time{},
-		untrusted: map[string]map[corev1.NodeConditionType]time.Time{}}
+		untrusted: map[string]map[corev1.NodeConditionType]time.Time{}, last: map[string]recorded{}}
 	changes.SetBound(bound)
 	return changes
 }
@@ -101,10 +120,38 @@ func (c *ConditionChanges) Register(ctx context.Context, informers cache.Informe
 // before changed nothing), and which condition times it does not trust. It forgets the types the
 // node no longer has: the node writes its condition types itself, so the record holds no more than
 // the node carries now (and nothing once the node is deleted).
+//
+// A version of the node no newer than the one the record was last brought up to (For, or an
+// earlier event) changes nothing; a newer one is compared with that version (old is then ignored).
+// Versions that are not well-formed resourceVersions are compared with old, as the event gives it.
 func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.update(now, old, updated)
+}
+
+// For returns what the record holds of the node (Seen, Untrusted), first brought up to this object:
+// the one a decision reads from the cache (see ConditionChanges). The maps must not be changed.
+func (c *ConditionChanges) For(n *corev1.Node) (seen, untrusted map[corev1.NodeConditionType]time.Time) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.update(now, nil, n)
+	return c.seen[n.Name], c.untrusted[n.Name]
+}
+
+func (c *ConditionChanges) update(now time.Time, old, updated *corev1.Node) {
+	if last, ok := c.last[updated.Name]; ok {
+		switch cmp, err := resourceversion.CompareResourceVersion(updated.ResourceVersion, last.resourceVersion); {
+		case err != nil:
+		case cmp <= 0:
+			return // seen already, or older than what was seen
+		default:
+			old = &corev1.Node{Status: corev1.NodeStatus{Conditions: last.conditions}}
+		}
+	}
+	c.remember(updated)
 	// Allocated only when something changed: heartbeats come here too.
 	var seen, untrusted map[corev1.NodeConditionType]time.Time
 	distrust := func(t corev1.NodeConditionType, since time.Time) {
@@ -165,6 +212,25 @@ func (c *ConditionChanges) Update(old, updated *corev1.Node) {
 	}
 }
 
+// remember records the node's version as the one the record is up to; its conditions are copied
+// only when they differ from the last version's (heartbeats come here too).
+func (c *ConditionChanges) remember(n *corev1.Node) {
+	last := c.last[n.Name]
+	same := len(last.conditions) == len(n.Status.Conditions)
+	for i := 0; same && i < len(last.conditions); i++ {
+		was, cond := last.conditions[i], n.Status.Conditions[i]
+		same = was.Type == cond.Type && was.Status == cond.Status && was.LastTransitionTime.Equal(&cond.LastTransitionTime)
+	}
+	if !same {
+		last.conditions = make([]corev1.NodeCondition, len(n.Status.Conditions))
+		for i, cond := range n.Status.Conditions {
+			last.conditions[i] = corev1.NodeCondition{Type: cond.Type, Status: cond.Status, LastTransitionTime: cond.LastTransitionTime}
+		}
+	}
+	last.resourceVersion = n.ResourceVersion
+	c.last[n.Name] = last
+}
+
 // untrustedAt tells whether the condition's lastTransitionTime is not to be trusted, seen now: later
 // than now plus the bound, or earlier than the node's creation by more than it; and, at a status
 // change the watch showed now, earlier than now or the condition's heartbeat by more than it.
@@ -215,6 +281,7 @@ func (c *ConditionChanges) forget(node string) {
 	defer c.mu.Unlock()
 	delete(c.seen, node)
 	delete(c.untrusted, node)
+	delete(c.last, node)
 }
 
 func condition(n *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {

@@ -159,3 +159,46 @@ func TestConditionChangesKeepOnlyTheTypesTheNodeCarries(t *testing.T) {
 		t.Fatalf("a node without conditions: seen %v, %d nodes recorded, want nothing", got, c.Len())
 	}
 }
+
+// A decision reads the record for the node object it decides from (For): the record catches up with
+// a version whose event its handler has not delivered yet, and the older event, delivered after,
+// changes nothing; a later version is compared with the one caught up to.
+func TestConditionChangesCatchUpWithTheDecisionsNode(t *testing.T) {
+	clock := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	c := NewConditionChanges(clock, TrustEveryConditionTime)
+	created := metav1.NewTime(time.Date(2026, 11, 29, 11, 0, 0, 0, time.UTC))
+	node := func(rv string, s corev1.ConditionStatus) *corev1.Node {
+		// kwok's stock stages: the transition time stays the creation time.
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ResourceVersion: rv},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s, LastTransitionTime: created}}}}
+	}
+	c.Update(nil, node("10", corev1.ConditionTrue))
+	c.Update(node("10", corev1.ConditionTrue), node("11", corev1.ConditionUnknown))
+	down := clock.Now()
+
+	// The node came back (version 12); a reconcile reads it from the cache before the event's
+	// handler ran: the record is brought up to it.
+	clock.SetTime(down.Add(time.Minute))
+	back := clock.Now()
+	if seen, _ := c.For(node("12", corev1.ConditionTrue)); !seen[corev1.NodeReady].Equal(back) {
+		t.Fatalf("the decision's node came back: seen %v, want Ready at %v", seen, back)
+	}
+	// The event of version 12, then a stale one of 11, change nothing.
+	clock.SetTime(back.Add(time.Second))
+	c.Update(node("11", corev1.ConditionUnknown), node("12", corev1.ConditionTrue))
+	c.Update(node("10", corev1.ConditionTrue), node("11", corev1.ConditionUnknown))
+	if got := c.Seen("n")[corev1.NodeReady]; !got.Equal(back) {
+		t.Fatalf("events no newer than the decision's node: seen at %v, want %v", got, back)
+	}
+	// A heartbeat (13) changes nothing; the node failing again (14) is compared with 13.
+	c.Update(node("12", corev1.ConditionTrue), node("13", corev1.ConditionTrue))
+	clock.SetTime(back.Add(time.Minute))
+	c.Update(node("13", corev1.ConditionTrue), node("14", corev1.ConditionUnknown))
+	if got := c.Seen("n")[corev1.NodeReady]; !got.Equal(clock.Now()) {
+		t.Fatalf("failed again: seen at %v, want %v", got, clock.Now())
+	}
+	c.forget("n")
+	if seen, untrusted := c.For(node("20", corev1.ConditionTrue)); seen != nil || untrusted != nil {
+		t.Fatalf("a node seen anew: %v %v, want nothing", seen, untrusted)
+	}
+}
