@@ -102,13 +102,8 @@ func verifyCosign(t *testing.T, repo name.Repository, digest v1.Hash, pub crypto
 // (the release's package, byte for byte), and cosign signatures of both that the right key
 // verifies and another key does not; a second push adds a signature beside the first.
 func TestPushSignsImageAndChart(t *testing.T) {
-	version := chartVersion(t)
-	dir := t.TempDir()
-	o := inputs(t, dir, version)
-	out := filepath.Join(dir, "release")
-	if _, err := release.Build(context.Background(), out, o); err != nil {
-		t.Fatal(err)
-	}
+	dir, o, out := built(t)
+	version := o.Version
 	srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(true), registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")

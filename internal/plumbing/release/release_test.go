@@ -91,6 +91,19 @@ func inputs(t *testing.T, dir, version string) release.Options {
 	return o
 }
 
+// built builds a release of inputs written under a new folder, and returns that folder, the
+// Options and the release's folder.
+func built(t *testing.T) (string, release.Options, string) {
+	t.Helper()
+	dir := t.TempDir()
+	o := inputs(t, dir, chartVersion(t))
+	out := filepath.Join(dir, "release")
+	if _, err := release.Build(context.Background(), out, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir, o, out
+}
+
 // readDir returns every file of dir by name.
 func readDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
@@ -173,46 +186,17 @@ func TestBuildIsReproducible(t *testing.T) {
 // has the release's time and root as owner, the gzip headers no time, and the packaged chart is
 // the chart Helm loads from its folder.
 func TestArchivesCarryOnlyFixedMetadata(t *testing.T) {
-	version := chartVersion(t)
-	dir := t.TempDir()
-	o := inputs(t, dir, version)
-	out := filepath.Join(dir, "release")
-	if _, err := release.Build(context.Background(), out, o); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"node-healthcheck-" + version + ".tgz", release.PluginArchiveName(version, "darwin", "arm64")} {
-		f, err := os.Open(filepath.Join(out, name))
+	_, o, out := built(t)
+	for _, name := range []string{"node-healthcheck-" + o.Version + ".tgz", release.PluginArchiveName(o.Version, "darwin", "arm64")} {
+		data, err := os.ReadFile(filepath.Join(out, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		zr, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !zr.ModTime.IsZero() {
-			t.Errorf("%s: the gzip header has the time %v", name, zr.ModTime)
-		}
-		tr := tar.NewReader(zr)
-		n := 0
-		for {
-			hdr, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-			if !hdr.ModTime.Equal(created) || hdr.Uid != 0 || hdr.Gid != 0 || hdr.Uname != "" || hdr.Gname != "" {
-				t.Errorf("%s: %s has time %v, owner %d:%d (%q:%q)", name, hdr.Name, hdr.ModTime, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname)
-			}
-		}
-		if n == 0 {
+		if len(unpack(t, name, data)) == 0 {
 			t.Errorf("%s is empty", name)
 		}
 	}
-	pkg, err := os.ReadFile(filepath.Join(out, "node-healthcheck-"+version+".tgz"))
+	pkg, err := os.ReadFile(filepath.Join(out, "node-healthcheck-"+o.Version+".tgz"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,13 +223,8 @@ func TestArchivesCarryOnlyFixedMetadata(t *testing.T) {
 // archive with its selector, URI and SHA-256, the binary and LICENSE in each archive; and that
 // sha256sum -c accepts checksums.txt.
 func TestPluginArchivesAndKrewManifest(t *testing.T) {
-	version := chartVersion(t)
-	dir := t.TempDir()
-	o := inputs(t, dir, version)
-	out := filepath.Join(dir, "release")
-	if _, err := release.Build(context.Background(), out, o); err != nil {
-		t.Fatal(err)
-	}
+	dir, o, out := built(t)
+	version := o.Version
 	data, err := os.ReadFile(filepath.Join(out, release.KrewManifestFile))
 	if err != nil {
 		t.Fatal(err)
@@ -304,8 +283,9 @@ func TestPluginArchivesAndKrewManifest(t *testing.T) {
 	}
 }
 
-// unpack returns the files of a plugin archive (a zip for Windows, else gzip-compressed tar),
-// checking the binary's mode.
+// unpack returns the files of an archive (a zip for Windows' plugin, else gzip-compressed tar),
+// checking that each carries the release's time, root as owner and a program's mode for the
+// plugin, and that a gzip header has no time.
 func unpack(t *testing.T, name string, data []byte) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
@@ -334,6 +314,9 @@ func unpack(t *testing.T, name string, data []byte) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !zr.ModTime.IsZero() {
+		t.Errorf("%s: the gzip header has the time %v", name, zr.ModTime)
+	}
 	tr := tar.NewReader(zr)
 	for {
 		hdr, err := tr.Next()
@@ -342,6 +325,9 @@ func unpack(t *testing.T, name string, data []byte) map[string][]byte {
 		}
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !hdr.ModTime.Equal(created) || hdr.Uid != 0 || hdr.Gid != 0 || hdr.Uname != "" || hdr.Gname != "" {
+			t.Errorf("%s: %s has time %v, owner %d:%d (%q:%q)", name, hdr.Name, hdr.ModTime, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname)
 		}
 		if hdr.Name == "kubectl-nhc" && hdr.Mode != 0o755 {
 			t.Errorf("%s: the binary's mode is %o", name, hdr.Mode)
