@@ -133,7 +133,7 @@ test-hostile: $(CONTROLPLANE_DEP) image ## Run only the hostile-kubelet suite, v
 # chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
 # has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
 .PHONY: test-realnode
-test-realnode: $(CONTROLPLANE_DEP) node kwok image chart $(HELM4) ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+test-realnode: $(CONTROLPLANE_DEP) node kwok image chart release $(HELM4) ## Run the real-node suite: the packaged chart, and the release (the chart from oci://, install.yaml), on a real kubelet, containerd and runc (root; not part of make test).
 	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) HELM4=$(HELM4) go test -count=1 -v -timeout 30m ./test/realnode/ -ginkgo.v
 
 .PHONY: cluster
