@@ -168,7 +168,7 @@ test-hostile: $(CONTROLPLANE_DEP) image ## Run only the hostile-kubelet suite, v
 # chart installed with helm. It needs root and a cgroup v1 host, takes about 3 minutes once `make node`
 # has built the node (docs/e2e.md), and is not part of `make test` yet: `go test ./...` skips it.
 .PHONY: test-realnode
-test-realnode: $(CONTROLPLANE_DEP) node kwok image chart $(HELM4) ## Run the real-node suite: the packaged chart on a real kubelet, containerd and runc (root; not part of make test).
+test-realnode: $(CONTROLPLANE_DEP) node kwok image chart release $(HELM4) ## Run the real-node suite: the packaged chart, and the release (the chart from oci://, install.yaml), on a real kubelet, containerd and runc (root; not part of make test).
 	NHC_REALNODE=1 NODE_DIR=$(NODE_DIR) HELM4=$(HELM4) go test -count=1 -v -timeout 30m ./test/realnode/ -ginkgo.v
 
 .PHONY: cluster
@@ -286,7 +286,7 @@ IMAGE_SOURCE ?= https://github.com/medik8s/node-healthcheck
 IMAGE_LICENSES ?= Apache-2.0
 # What the image is built from; the tests call a layout older than any of these stale (test/localcluster).
 IMAGE_INPUTS := $(shell find api cmd internal -name '*.go' ! -name '*_test.go' ! -path 'internal/testutil/*') go.mod go.sum $(CHART)/Chart.yaml
-MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/plumbing/imagebuild/%,$(IMAGE_INPUTS))
+MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/plumbing/imagebuild/% cmd/release/% internal/plumbing/release/%,$(IMAGE_INPUTS))
 IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
 # A CycloneDX SBOM of each platform's manager, stored in the layout as an OCI 1.1 artifact whose
 # subject is that platform's image (test/image checks it against the binary's build information).
@@ -337,6 +337,41 @@ $(IMAGE_LABELS_STAMP): FORCE
 
 .PHONY: FORCE
 FORCE:
+
+##@ Release
+
+# `make release` writes everything a release publishes into RELEASE_DIR (docs/release.md): the image's
+# OCI archive (make image's, with its SBOMs) and each platform's SBOM, the packaged chart, install.yaml
+# (the chart rendered with its defaults for kubectl apply), the kubectl plugin's archives for
+# PLUGIN_PLATFORMS with a krew manifest, and checksums.txt. Reproducible: the same commit gives the
+# same bytes (every time in it is SOURCE_DATE_EPOCH, the commit's). Rebuilt only when its inputs change.
+RELEASE_DIR ?= $(LOCALBIN)/release/$(VERSION)
+PLUGIN_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+PLUGIN_BINARIES := $(foreach p,$(PLUGIN_PLATFORMS),$(LOCALBIN)/plugins/$(subst /,-,$(p))/kubectl-nhc)
+RELEASE_INPUTS := $(shell find cmd/release internal/plumbing/release -name '*.go' ! -name '*_test.go') $(shell find $(CHART) -type f) LICENSE
+# Where `make release-push` publishes: the image (IMAGE), the chart (CHART_REGISTRY, oci://...), signed
+# with COSIGN_KEY (a PEM ECDSA P-256 key, or cosign's encrypted key with COSIGN_PASSWORD set).
+COSIGN_KEY ?=
+RELEASE_PUSH_ARGS ?=
+
+.PHONY: release
+release: $(RELEASE_DIR)/checksums.txt ## Build the release into bin/release/<appVersion>/: image archive and SBOMs, chart, install.yaml, plugin archives, krew manifest, checksums; reproducible.
+
+$(RELEASE_DIR)/checksums.txt: $(IMAGE_LAYOUT)/index.json $(PLUGIN_BINARIES) $(RELEASE_INPUTS) $(IMAGE_LABELS_STAMP)
+	$(GO_ENV) go run ./cmd/release build --out $(RELEASE_DIR) --version $(VERSION) --created $(SOURCE_DATE_EPOCH) \
+		--image-archive $(IMAGE_TARBALL) --chart $(CHART) --license LICENSE --kube-version $(KUBERNETES_VERSION) \
+		$(foreach p,$(PLUGIN_PLATFORMS),--plugin $(p)=$(LOCALBIN)/plugins/$(subst /,-,$(p))/kubectl-nhc)
+
+# The plugin per platform: no cgo, no build paths or VCS stamp, the version stamped, symbols stripped.
+$(LOCALBIN)/plugins/%/kubectl-nhc: $(MANAGER_INPUTS)
+	CGO_ENABLED=0 GOOS=$(word 1,$(subst -, ,$*)) GOARCH=$(word 2,$(subst -, ,$*)) \
+		go build -trimpath -buildvcs=false -ldflags "-s -w $(MANAGER_LDFLAGS)" -o $@ ./cmd/kubectl-nhc
+
+.PHONY: release-push
+release-push: release ## Push the release's image (with its SBOMs) and chart and sign both: make release-push CHART_REGISTRY=oci://ghcr.io/medik8s/charts COSIGN_KEY=cosign.key [IMAGE=...].
+	@if [ -z "$(CHART_REGISTRY)" ] || [ -z "$(COSIGN_KEY)" ]; then echo "Set CHART_REGISTRY=oci://<registry>/<path> and COSIGN_KEY=<key file>"; exit 1; fi
+	$(GO_ENV) go run ./cmd/release push --dir $(RELEASE_DIR) --version $(VERSION) --created $(SOURCE_DATE_EPOCH) \
+		--image $(IMAGE) --chart-repo $(CHART_REGISTRY) --key $(COSIGN_KEY) $(RELEASE_PUSH_ARGS)
 
 ##@ Tools
 

@@ -2,12 +2,10 @@ package realnode_test
 
 import (
 	"context"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -18,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
-	"github.com/medik8s/node-healthcheck/internal/plumbing/imagebuild"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/realnode"
 )
@@ -76,15 +73,8 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 		}).WithContext(ctx).WithTimeout(6 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		GinkgoWriter.Printf("Both replicas Ready %s after helm install (the cluster started in %s)\n", time.Since(installed).Round(time.Second), startTime.Round(time.Millisecond))
 
-		layout, err := testutil.ImageLayout()
-		Expect(err).NotTo(HaveOccurred())
-		idx, _, err := imagebuild.ReadLayout(layout)
-		Expect(err).NotTo(HaveOccurred())
 		// The CRI names an image by its config's digest (crictl's IMAGE ID): this platform's image's.
-		img, err := imagebuild.PlatformImage(idx, v1.Platform{OS: goruntime.GOOS, Architecture: goruntime.GOARCH})
-		Expect(err).NotTo(HaveOccurred())
-		config, err := img.ConfigName()
-		Expect(err).NotTo(HaveOccurred())
+		config := imageID()
 		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, "nhc-node-healthcheck", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(d.Status.ReadyReplicas).To(BeNumerically("==", 2))
@@ -95,7 +85,7 @@ var _ = Describe("The packaged chart installed with helm on a real node", Ordere
 			st := p.Status.ContainerStatuses[0]
 			GinkgoWriter.Printf("Pod %s: IP %s, image %s (%s), %d restarts\n", p.Name, p.Status.PodIP, st.Image, st.ImageID, st.RestartCount)
 			Expect(st.Image).To(Equal(imageRepository + ":" + chartField("appVersion")))
-			Expect(st.ImageID).To(Equal(config.String()), "the pod runs the image of the archive")
+			Expect(st.ImageID).To(Equal(config), "the pod runs the image of the archive")
 		}
 	})
 
