@@ -55,8 +55,9 @@ func sameConditions(a, b []corev1.NodeCondition) bool {
 //
 // What a node can write itself is bounded here, once, for every reader of the cache: of its
 // annotations (up to 256 KiB, any key) only those decisions read (ReadAnnotations), each cut to
-// nodeinput.MaxValueLen (nodeinput.Bounded); a condition's reason to maxReason bytes; a condition
-// whose type is longer than any unhealthy condition may name (maxConditionType) is dropped.
+// nodeinput.MaxValueLen (nodeinput.Bounded); a condition's reason to maxReason bytes, a status
+// longer than maxConditionStatus to its hash; a condition whose type is longer than any unhealthy
+// condition may name (maxConditionType) is dropped.
 func TrimNode(obj any) (any, error) {
 	n, ok := obj.(*corev1.Node)
 	if !ok {
@@ -89,6 +90,10 @@ func TrimNode(obj any) (any, error) {
 		if len(c.Reason) > maxReason {
 			c.Reason = c.Reason[:maxReason]
 		}
+		if len(c.Status) > maxConditionStatus {
+			// No rule can name it (True, False, Unknown); its hash still shows it change.
+			c.Status = corev1.ConditionStatus("bounded/" + nodeinput.Hash(string(c.Status)))
+		}
 		trimmed.Status.Conditions = append(trimmed.Status.Conditions, c)
 	}
 	return trimmed, nil
@@ -111,8 +116,10 @@ var ReadAnnotations = []string{
 
 // maxConditionType is the longest condition type an unhealthy condition may name (the CRD's bound
 // on unhealthyConditions[].type: a qualified name); maxReason bounds a condition's reason, which
-// decisions do not read (events and explain may show it).
+// decisions do not read (events and explain may show it); a status longer than maxConditionStatus
+// is none a rule can name, and is kept as its hash (the API server does not bound it).
 const (
-	maxConditionType = 316
-	maxReason        = 128
+	maxConditionType   = 316
+	maxReason          = 128
+	maxConditionStatus = 32
 )

@@ -116,7 +116,8 @@ func TestTrimNodeBoundsWhatANodeWrites(t *testing.T) {
 	}
 	n.Status.Conditions = append(n.Status.Conditions,
 		corev1.NodeCondition{Type: corev1.NodeConditionType(strings.Repeat("T", 400)), Status: corev1.ConditionTrue},
-		corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: strings.Repeat("r", 10<<10)})
+		corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionFalse, Reason: strings.Repeat("r", 10<<10)},
+		corev1.NodeCondition{Type: "Odd", Status: corev1.ConditionStatus(strings.Repeat("s", 10<<10))})
 	out, _ := TrimNode(n)
 	trimmed := out.(*corev1.Node)
 	if len(trimmed.Annotations) != 3 {
@@ -130,14 +131,23 @@ func TestTrimNodeBoundsWhatANodeWrites(t *testing.T) {
 		trimmed.Annotations[remediationv1alpha1.RepairBudgetResetAnnotation] != "2026-01-01T00:00:00Z" {
 		t.Errorf("short values lost: %v", trimmed.Annotations)
 	}
-	if len(trimmed.Status.Conditions) != 2 || trimmed.Status.Conditions[1].Type != "KernelDeadlock" || len(trimmed.Status.Conditions[1].Reason) != maxReason {
-		t.Errorf("conditions kept: %d, the last %q with a reason of %d bytes", len(trimmed.Status.Conditions), trimmed.Status.Conditions[len(trimmed.Status.Conditions)-1].Type,
-			len(trimmed.Status.Conditions[len(trimmed.Status.Conditions)-1].Reason))
+	if len(trimmed.Status.Conditions) != 3 || trimmed.Status.Conditions[1].Type != "KernelDeadlock" || len(trimmed.Status.Conditions[1].Reason) != maxReason {
+		t.Errorf("conditions kept: %d, the second %q with a reason of %d bytes", len(trimmed.Status.Conditions), trimmed.Status.Conditions[1].Type,
+			len(trimmed.Status.Conditions[1].Reason))
+	}
+	odd := trimmed.Status.Conditions[len(trimmed.Status.Conditions)-1]
+	if len(odd.Status) > maxConditionStatus || trimmed.Status.Conditions[1].Status != corev1.ConditionFalse {
+		t.Errorf("statuses kept: %d bytes of a 10 KiB one, %q", len(odd.Status), trimmed.Status.Conditions[1].Status)
 	}
 	changed := n.DeepCopy()
 	changed.Annotations[remediationv1alpha1.RemediationRequestAnnotation] = huge[:len(huge)-1] + "8"
 	out2, _ := TrimNode(changed)
 	if out2.(*corev1.Node).Annotations[remediationv1alpha1.RemediationRequestAnnotation] == v {
 		t.Error("a changed huge value looks unchanged in the cache")
+	}
+	changed.Status.Conditions[len(changed.Status.Conditions)-1].Status += "t"
+	out3, _ := TrimNode(changed)
+	if c := out3.(*corev1.Node).Status.Conditions; c[len(c)-1].Status == odd.Status {
+		t.Error("a changed huge status looks unchanged in the cache")
 	}
 }
