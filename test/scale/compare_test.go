@@ -48,6 +48,9 @@ func TestScaleCompare(t *testing.T) {
 		runs = append(runs, r)
 	}
 	fmt.Print(compareTable(names, runs))
+	if spread := spreadTable(runs); spread != "" {
+		fmt.Print("\n" + spread)
+	}
 }
 
 // compareTable returns the figures of runs as a Markdown table, a row per figure (the target
@@ -69,6 +72,12 @@ func compareTable(names []string, runs []*results) string {
 			return fmt.Sprintf("%s; %v; %s", r.Scenario.Steady, r.Scenario.TemplateListWatch, env)
 		}},
 		{"valid, spurious Ready losses", func(r *results) string { return fmt.Sprintf("%v, %d", r.Valid, r.SpuriousReadyLosses) }},
+		{"start: each status counts its pool after its create, p99 / max s (max ≤ 10)", func(r *results) string {
+			if r.Start.ConvergedAfterCreate.N == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f / %.2f", r.Start.ConvergedAfterCreate.P99, r.Start.ConvergedAfterCreate.Max)
+		}},
 		{"steady: reconciles, API requests (0, 0)", func(r *results) string {
 			return fmt.Sprintf("%g, %d", r.Steady.ReconcilesTotal, r.Steady.API.Requests.total())
 		}},
@@ -95,6 +104,12 @@ func compareTable(names []string, runs []*results) string {
 			return fmt.Sprintf("%.2f", r.Outage.StatusListedAfterDeadlineMax)
 		}},
 		{"30%: every CR after its deadline, max s (≤ 1 at 1,000)", func(r *results) string { return fmt.Sprintf("%.2f", r.Outage.CRLatency.Max) }},
+		{"30%: a plain client's time for as many creates, s (creates/s)", func(r *results) string {
+			if r.RawCreates.N == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f (%.0f/s)", r.RawCreates.Seconds, r.RawCreates.PerSecond)
+		}},
 		{"30% and recovery: writes per failed node (≤ 3.5)", func(r *results) string { return fmt.Sprintf("%g", r.Incident.WritesPerFailedNode) }},
 		{"30% and recovery: reads per failed node, but template GETs and discovery (0)", func(r *results) string {
 			return fmt.Sprintf("%g (all reads %g)", r.Incident.UncachedReadsPerFailedNode, r.Incident.ReadsPerFailedNode)
@@ -135,6 +150,100 @@ func compareTable(names []string, runs []*results) string {
 			values[i] = row.value(r)
 		}
 		cells(row.figure, values)
+	}
+	growth := make([]string, len(runs))
+	for i, r := range runs {
+		growth[i] = "-"
+		if i > 0 && r.Scenario.Nodes > runs[i-1].Scenario.Nodes {
+			growth[i] = fmt.Sprintf("%.2f", rssGrowthKiB(runs[i-1], r))
+		}
+	}
+	cells("manager RSS growth per node over the column before, KiB (≤ 5 beyond 5,000)", growth)
+	return b.String()
+}
+
+// maxRSS is a run's manager RSS, the largest over its phases, in MiB.
+func maxRSS(r *results) float64 {
+	return max(r.Steady.ManagerRSSMaxMiB, r.OnePercent.ManagerRSSMaxMiB, r.OnePercent.Recovery.ManagerRSSMaxMiB, r.Outage.ManagerRSSMaxMiB, r.Recovery.ManagerRSSMaxMiB)
+}
+
+// rssGrowthKiB is how much more memory b's manager took than a's, per node more, in KiB.
+func rssGrowthKiB(a, b *results) float64 {
+	return round((maxRSS(b) - maxRSS(a)) * 1024 / float64(b.Scenario.Nodes-a.Scenario.Nodes))
+}
+
+// spreadFigures are the figures spreadTable summarises over repeated runs.
+var spreadFigures = []struct {
+	figure string
+	value  func(r *results) float64
+}{
+	{"1%: CR after expiry p99, s", func(r *results) float64 { return r.OnePercent.CRLatency.P99 }},
+	{"30%: CR after expiry p99, s", func(r *results) float64 { return r.Outage.CRLatency.P99 }},
+	{"30%: every CR after its deadline, max s", func(r *results) float64 { return r.Outage.CRLatency.Max }},
+	{"30%: status lists every failed node, max s after the deadline", func(r *results) float64 { return r.Outage.StatusListedAfterDeadlineMax }},
+	{"recovery: CR gone after Ready p99, s", func(r *results) float64 { return r.Recovery.CRGoneAfterNodeReady.P99 }},
+	{"recovery: CR gone after Ready max, s", func(r *results) float64 { return r.Recovery.CRGoneAfterNodeReady.Max }},
+	{"30% and recovery: writes per failed node", func(r *results) float64 { return r.Incident.WritesPerFailedNode }},
+	{"1%: API requests per failure", func(r *results) float64 { return r.OnePercent.RequestsPerFailure }},
+	{"manager RSS max, MiB", maxRSS},
+	{"manager CPU, s (all phases)", func(r *results) float64 {
+		return r.Steady.ManagerCPUSeconds + r.OnePercent.ManagerCPUSeconds + r.OnePercent.Recovery.ManagerCPUSeconds + r.Outage.ManagerCPUSeconds + r.Recovery.ManagerCPUSeconds
+	}},
+	{"steady: reconciles + API requests", func(r *results) float64 {
+		return r.Steady.ReconcilesTotal + float64(r.Steady.API.Requests.total())
+	}},
+}
+
+// spreadTable returns, for runs repeated at one commit and size (at least two of them), each
+// spreadFigure as "min / median / max", a column per commit and size; "" when nothing repeats.
+func spreadTable(runs []*results) string {
+	type group struct {
+		commit string
+		nodes  int
+	}
+	byGroup := map[group][]*results{}
+	var order []group
+	for _, r := range runs {
+		g := group{r.Machine.Commit, r.Scenario.Nodes}
+		if byGroup[g] == nil {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], r)
+	}
+	var heads []group
+	for _, g := range order {
+		if len(byGroup[g]) > 1 {
+			heads = append(heads, g)
+		}
+	}
+	if len(heads) == 0 {
+		return ""
+	}
+	sort.SliceStable(heads, func(i, j int) bool { return heads[i].nodes < heads[j].nodes })
+	var b strings.Builder
+	cells := func(first string, rest []string) {
+		b.WriteString("| " + first + " | " + strings.Join(rest, " | ") + " |\n")
+	}
+	names := make([]string, len(heads))
+	separators := make([]string, len(heads))
+	for i, g := range heads {
+		names[i] = fmt.Sprintf("%d nodes, %s (%d runs)", g.nodes, g.commit, len(byGroup[g]))
+		separators[i] = "---"
+	}
+	cells("figure: min / median / max", names)
+	cells("---", separators)
+	for _, f := range spreadFigures {
+		values := make([]string, len(heads))
+		for i, g := range heads {
+			var vs []float64
+			for _, r := range byGroup[g] {
+				vs = append(vs, f.value(r))
+			}
+			sort.Float64s(vs)
+			// The median of an even count: the lower middle, a value one run measured.
+			values[i] = fmt.Sprintf("%g / %g / %g", round(vs[0]), round(vs[(len(vs)-1)/2]), round(vs[len(vs)-1]))
+		}
+		cells(f.figure, values)
 	}
 	return b.String()
 }
@@ -193,6 +302,27 @@ func TestCompareTable(t *testing.T) {
 	for _, l := range lines {
 		if got := strings.Count(l, " | "); got != 2 {
 			t.Errorf("%d inner separators, want 2 (a figure and 2 runs): %s", got, l)
+		}
+	}
+}
+
+func TestSpreadTable(t *testing.T) {
+	run := func(commit string, nodes int, p99 float64) *results {
+		r := &results{}
+		r.Machine.Commit, r.Scenario.Nodes, r.Outage.CRLatency.P99 = commit, nodes, p99
+		return r
+	}
+	if got := spreadTable([]*results{run("a", 1000, 1), run("b", 1000, 2)}); got != "" {
+		t.Errorf("no repeated run: want no table, got\n%s", got)
+	}
+	got := spreadTable([]*results{run("a", 5000, 3), run("a", 1000, 0.5), run("a", 5000, 1), run("a", 1000, 0.7), run("a", 5000, 2), run("b", 1000, 9)})
+	want := []string{
+		"| figure: min / median / max | 1000 nodes, a (2 runs) | 5000 nodes, a (3 runs) |",
+		"| 30%: CR after expiry p99, s | 0.5 / 0.5 / 0.7 | 1 / 2 / 3 |",
+	}
+	for _, line := range want {
+		if !strings.Contains(got, line+"\n") {
+			t.Errorf("no line %q in\n%s", line, got)
 		}
 	}
 }

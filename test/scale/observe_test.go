@@ -63,6 +63,10 @@ type observer struct {
 	remediating map[string]bool
 	// noted is when an event of the reason related to the object (a node) was last added or updated.
 	noted map[eventKey]time.Time
+	// convergeWant and convergedAt: when each NodeHealthCheck's status first counted convergeWant
+	// nodes observed and as many healthy.
+	convergeWant int
+	convergedAt  map[string]time.Time
 }
 
 type eventKey struct{ reason, related string }
@@ -70,7 +74,7 @@ type eventKey struct{ reason, related string }
 func newObserver() *observer {
 	return &observer{nodes: map[string]*nodeState{}, failing: map[string]bool{}, crs: map[string]bool{},
 		listed: map[string]map[string]bool{}, want: map[string][]string{}, listedAt: map[string]time.Time{},
-		remediating: map[string]bool{}, noted: map[eventKey]time.Time{}}
+		remediating: map[string]bool{}, noted: map[eventKey]time.Time{}, convergedAt: map[string]time.Time{}}
 }
 
 // start runs the informers until ctx ends and waits for their caches.
@@ -181,6 +185,31 @@ func (o *observer) nhc(u *unstructured.Unstructured) {
 	}
 	o.listed[u.GetName()] = names
 	o.checkListed(u.GetName(), now)
+	observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedNodes")
+	healthy, _, _ := unstructured.NestedInt64(u.Object, "status", "healthyNodes")
+	if o.convergeWant > 0 && o.convergedAt[u.GetName()].IsZero() && observed == int64(o.convergeWant) && healthy == observed {
+		o.convergedAt[u.GetName()] = now
+	}
+}
+
+// expectConverged starts timing until each NodeHealthCheck's status counts n nodes observed and n
+// healthy.
+func (o *observer) expectConverged(n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.convergeWant, o.convergedAt = n, map[string]time.Time{}
+}
+
+// convergedTimes returns when each NodeHealthCheck's status first counted the nodes expectConverged
+// gave.
+func (o *observer) convergedTimes() map[string]time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, v := range o.convergedAt {
+		out[k] = v
+	}
+	return out
 }
 
 func (o *observer) event(e *eventsv1.Event) {

@@ -14,14 +14,17 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
 )
@@ -58,10 +61,19 @@ type scenario struct {
 // nodes Ready).
 func scaleScenario(n int) scenario {
 	return scenario{Nodes: n, Pools: max(n/100, 1), Driven: n > 1000, Duration: 30 * time.Second,
-		Steady: envDuration("NHC_SCALE_STEADY", 3*time.Minute), HeartbeatPeriod: time.Minute,
+		Steady: envDuration("NHC_SCALE_STEADY", 3*time.Minute), HeartbeatPeriod: heartbeatPeriod(n),
 		// kwok renews leases every 10s: with the e2e suite's 10s grace, 1,000 nodes on a loaded 2-core
 		// machine lost Ready spuriously (13 in a run); 20s tolerates a renewal late by up to 10s.
 		GracePeriod: "20s"}
+}
+
+// heartbeatPeriod is how often each driven node makes a heartbeat-only status update: every minute
+// up to 5,000 nodes (83 updates a second at 5,000, five times a kubelet's rate), and beyond at the
+// same 83 a second, up to every 5 minutes, the kubelet's nodeStatusReportFrequency: what 25,000
+// real kubelets send (the node lifecycle's Leases are another resource, which the operator does not
+// watch).
+func heartbeatPeriod(n int) time.Duration {
+	return min(max(time.Minute, time.Duration(n)*time.Minute/5000), 5*time.Minute)
 }
 
 func envDuration(name string, def time.Duration) time.Duration {
@@ -116,6 +128,8 @@ func TestScaleSmoke(t *testing.T) {
 	g.Expect(res.Outage.CRsCreated).To(Equal(res.Outage.Failures-res.Outage.FailuresInOverThresholdPools), "a CR for each failed node of a pool under its threshold")
 	g.Expect(res.Recovery.CRsLeft).To(BeZero(), "CRs left after the recovery")
 	g.Expect(res.Recovery.CRsCreated).To(BeZero(), "CRs created while the outage's nodes came back (the returning-node hold)")
+	g.Expect(res.Start.ConvergedAfterCreate.N).To(Equal(2), "each NodeHealthCheck's status counted its pool")
+	g.Expect(res.RawCreates.N).To(Equal(res.Outage.CRsCreated), "the plain client made as many creates as the outage's CRs")
 }
 
 // bench is one run's cluster, manager and observations.
@@ -151,11 +165,12 @@ func run(t *testing.T, sc scenario) *results {
 	t.Cleanup(cancel)
 	b := &bench{t: t, sc: sc, obs: newObserver(), windows: map[string][2]time.Time{}}
 	res := &results{Scenario: sc, Machine: machine(), Valid: true, Started: time.Now().UTC()}
-	b.setup(ctx)
+	b.setup(ctx, res)
 	b.steady(ctx, res)
 	b.onePercent(ctx, res)
 	b.outage(ctx, res)
 	b.recovery(ctx, res)
+	b.rawCreates(ctx, res)
 	b.audit(res)
 	res.SpuriousReadyLosses = len(b.obs.spuriousLosses())
 	res.SpuriousNodes = first(b.obs.spuriousLosses(), 50)
@@ -175,7 +190,7 @@ func managerUser() string {
 	return "system:serviceaccount:" + localcluster.ChartNamespace + ":" + localcluster.ServiceAccount
 }
 
-func (b *bench) setup(ctx context.Context) {
+func (b *bench) setup(ctx context.Context, res *results) {
 	t := b.t
 	binary, err := localcluster.ManagerBinary(t.TempDir())
 	Expect(err).NotTo(HaveOccurred())
@@ -268,17 +283,56 @@ func (b *bench) setup(ctx context.Context) {
 	Expect(err).NotTo(HaveOccurred())
 	go b.rss.run(ctx, b.mgr.Cmd.Process.Pid)
 
+	b.createNHCs(ctx, template.GetName(), per, res)
+	b.settle(ctx)
+	b.logf("Manager ready, %d NodeHealthChecks created; logs in %s", b.sc.Pools, logDir)
+}
+
+// createNHCs creates a NodeHealthCheck per pool on the running manager, 10 at a time, and measures
+// how long each takes to report its pool: status counting every node observed and healthy.
+func (b *bench) createNHCs(ctx context.Context, template string, per int, res *results) {
+	b.obs.expectConverged(per)
+	var names []string
 	for p := range b.sc.Pools {
-		nhc := testutil.NewNHC("scale-" + poolName(p))
-		nhc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: poolName(p)}}
-		nhc.Spec.RemediationTemplate = testutil.TestTemplateRef(template.GetName())
+		names = append(names, "scale-"+poolName(p))
+	}
+	var mu sync.Mutex
+	created := map[string]time.Time{}
+	start := time.Now()
+	Expect(parallel(names, 10, func(name string) error {
+		nhc := testutil.NewNHC(name)
+		nhc.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{PoolLabel: strings.TrimPrefix(name, "scale-")}}
+		nhc.Spec.RemediationTemplate = testutil.TestTemplateRef(template)
 		for i := range nhc.Spec.UnhealthyConditions {
 			nhc.Spec.UnhealthyConditions[i].Duration.Duration = b.sc.Duration
 		}
-		Expect(b.k8s.Create(ctx, nhc)).To(Succeed())
+		if err := b.k8s.Create(ctx, nhc); err != nil {
+			return err
+		}
+		mu.Lock()
+		created[name] = time.Now()
+		mu.Unlock()
+		return nil
+	})).To(Succeed())
+	r := &res.Start
+	r.CreateSeconds = round(time.Since(start).Seconds())
+	Expect(waitFor(ctx, 2*time.Minute, "every NodeHealthCheck's status to count its pool observed and healthy", func() bool {
+		return len(b.obs.convergedTimes()) == len(names)
+	})).To(Succeed())
+	converged := b.obs.convergedTimes()
+	var after []time.Duration
+	var last time.Time
+	for _, name := range names {
+		// A status written before the create returned: 0.
+		after = append(after, max(converged[name].Sub(created[name]), 0))
+		if converged[name].After(last) {
+			last = converged[name]
+		}
 	}
-	b.settle(ctx)
-	b.logf("Manager ready, %d NodeHealthChecks created; logs in %s", b.sc.Pools, logDir)
+	r.ConvergedAfterCreate = summarise(after)
+	r.AllConvergedSeconds = round(last.Sub(start).Seconds())
+	b.logf("Start: %d NodeHealthChecks created in %.1fs; each status counts its pool after its create p50 %.3fs p99 %.3fs max %.3fs; all %.1fs after the first create",
+		len(names), r.CreateSeconds, r.ConvergedAfterCreate.P50, r.ConvergedAfterCreate.P99, r.ConvergedAfterCreate.Max, r.AllConvergedSeconds)
 }
 
 // settle waits until the manager's reconcile count stays the same for 5 seconds.
@@ -599,6 +653,57 @@ func (b *bench) recovery(ctx context.Context, res *results) {
 	b.logf("Phase 4 done: CRs gone after their node is Ready p50 %.3fs p99 %.3fs max %.3fs; %d CRs created during the recovery (%d for Ready nodes) by pool %v",
 		r.CRGoneAfterNodeReady.P50, r.CRGoneAfterNodeReady.P99, r.CRGoneAfterNodeReady.Max, r.CRsCreated, r.CRsCreatedForReadyNodes, r.CRsCreatedByPool)
 }
+
+// rawCreates measures the API server's own rate for the 30% failure's creates, in this run: as many
+// remediation CRs as the operator created then, built as the operator builds them (for nodes that do
+// not exist, without owner, in a namespace of their own, so that the operator has nothing to do with
+// them), created as the operator's ServiceAccount (the same priority and fairness flow, no
+// client-side limit, as the manager's client) by as many workers as the remediation controller runs
+// reconciles. After the measured phases: its requests fall outside their windows.
+func (b *bench) rawCreates(ctx context.Context, res *results) {
+	n := res.Outage.CRsCreated
+	if n == 0 {
+		return
+	}
+	kubeconfig, err := b.cluster.ServiceAccountKubeconfig(localcluster.ChartNamespace, localcluster.ServiceAccount)
+	Expect(err).NotTo(HaveOccurred())
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	cfg.QPS = -1
+	raw, err := client.New(cfg, client.Options{Scheme: testutil.Scheme()})
+	Expect(err).NotTo(HaveOccurred())
+	const ns = "scale-raw-creates"
+	Expect(b.k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	template := testutil.TemplateObject("scale-template", true)
+	Expect(b.k8s.Get(ctx, client.ObjectKeyFromObject(template), template)).To(Succeed())
+	owner := &remediationv1alpha1.NodeHealthCheck{}
+	Expect(b.k8s.Get(ctx, client.ObjectKey{Name: "scale-" + poolName(0)}, owner)).To(Succeed())
+	var names []string
+	for i := range n {
+		names = append(names, fmt.Sprintf("raw-%05d", i))
+	}
+	start := time.Now()
+	Expect(parallel(names, rawCreateWorkers, func(name string) error {
+		cr, err := remediationcr.Build(template, owner, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, remediationcr.Machine{})
+		if err != nil {
+			return err
+		}
+		cr.SetNamespace(ns)
+		cr.SetGenerateName("")
+		cr.SetName(name)
+		cr.SetOwnerReferences(nil)
+		return raw.Create(ctx, cr)
+	})).To(Succeed())
+	r := &res.RawCreates
+	r.N, r.Workers = n, rawCreateWorkers
+	r.Seconds = round(time.Since(start).Seconds())
+	r.PerSecond = round(float64(n) / r.Seconds)
+	b.logf("Raw creates: %d remediation CRs as the operator's ServiceAccount, %d workers, in %.2fs (%.0f/s); the operator's 30%% failure: %d CRs, the last %.2fs after its deadline",
+		n, r.Workers, r.Seconds, r.PerSecond, res.Outage.CRsCreated, res.Outage.CRLatency.Max)
+}
+
+// rawCreateWorkers is the remediation controller's MaxConcurrentReconciles.
+const rawCreateWorkers = 16
 
 // audit counts the manager's API requests of each phase from the audit log.
 func (b *bench) audit(res *results) {
