@@ -71,7 +71,12 @@ func compareTable(names []string, runs []*results) string {
 			}
 			return fmt.Sprintf("%s; %v; %s", r.Scenario.Steady, r.Scenario.TemplateListWatch, env)
 		}},
-		{"valid, spurious Ready losses", func(r *results) string { return fmt.Sprintf("%v, %d", r.Valid, r.SpuriousReadyLosses) }},
+		{"valid, spurious Ready losses", func(r *results) string {
+			if r.Stopped != "" {
+				return fmt.Sprintf("%v, %d, stopped during %s", r.Valid, r.SpuriousReadyLosses, r.Stopped)
+			}
+			return fmt.Sprintf("%v, %d", r.Valid, r.SpuriousReadyLosses)
+		}},
 		{"start: each status counts its pool after its create, p99 / max s (max ≤ 10)", func(r *results) string {
 			if r.Start.ConvergedAfterCreate.N == 0 {
 				return "-"
@@ -104,7 +109,7 @@ func compareTable(names []string, runs []*results) string {
 			return fmt.Sprintf("%.2f", r.Outage.StatusListedAfterDeadlineMax)
 		}},
 		{"30%: every CR after its deadline, max s (≤ 1 at 1,000)", func(r *results) string { return fmt.Sprintf("%.2f", r.Outage.CRLatency.Max) }},
-		{"30%: a plain client's time for as many creates, s (creates/s)", func(r *results) string {
+		{"30%: a plain client's time for the same creates (a lease and a CR per node), s (nodes/s)", func(r *results) string {
 			if r.RawCreates.N == 0 {
 				return "-"
 			}
@@ -194,8 +199,9 @@ var spreadFigures = []struct {
 	}},
 }
 
-// spreadTable returns, for runs repeated at one commit and size (at least two of them), each
-// spreadFigure as "min / median / max", a column per commit and size; "" when nothing repeats.
+// spreadTable returns, for valid runs repeated at one commit and size (at least two of them), each
+// spreadFigure as "min / median / max", a column per commit and size; "" when nothing repeats. An
+// invalid run (a node lost Ready unasked, or the run broke) is left out.
 func spreadTable(runs []*results) string {
 	type group struct {
 		commit string
@@ -204,6 +210,9 @@ func spreadTable(runs []*results) string {
 	byGroup := map[group][]*results{}
 	var order []group
 	for _, r := range runs {
+		if !r.Valid {
+			continue
+		}
 		g := group{r.Machine.Commit, r.Scenario.Nodes}
 		if byGroup[g] == nil {
 			order = append(order, g)
@@ -227,7 +236,7 @@ func spreadTable(runs []*results) string {
 	names := make([]string, len(heads))
 	separators := make([]string, len(heads))
 	for i, g := range heads {
-		names[i] = fmt.Sprintf("%d nodes, %s (%d runs)", g.nodes, g.commit, len(byGroup[g]))
+		names[i] = fmt.Sprintf("%d nodes, %s (%d valid runs)", g.nodes, g.commit, len(byGroup[g]))
 		separators[i] = "---"
 	}
 	cells("figure: min / median / max", names)
@@ -308,16 +317,18 @@ func TestCompareTable(t *testing.T) {
 
 func TestSpreadTable(t *testing.T) {
 	run := func(commit string, nodes int, p99 float64) *results {
-		r := &results{}
+		r := &results{Valid: true}
 		r.Machine.Commit, r.Scenario.Nodes, r.Outage.CRLatency.P99 = commit, nodes, p99
 		return r
 	}
 	if got := spreadTable([]*results{run("a", 1000, 1), run("b", 1000, 2)}); got != "" {
 		t.Errorf("no repeated run: want no table, got\n%s", got)
 	}
-	got := spreadTable([]*results{run("a", 5000, 3), run("a", 1000, 0.5), run("a", 5000, 1), run("a", 1000, 0.7), run("a", 5000, 2), run("b", 1000, 9)})
+	invalid := run("a", 1000, 99)
+	invalid.Valid = false
+	got := spreadTable([]*results{run("a", 5000, 3), run("a", 1000, 0.5), run("a", 5000, 1), run("a", 1000, 0.7), run("a", 5000, 2), run("b", 1000, 9), invalid})
 	want := []string{
-		"| figure: min / median / max | 1000 nodes, a (2 runs) | 5000 nodes, a (3 runs) |",
+		"| figure: min / median / max | 1000 nodes, a (2 valid runs) | 5000 nodes, a (3 valid runs) |",
 		"| 30%: CR after expiry p99, s | 0.5 / 0.5 / 0.7 | 1 / 2 / 3 |",
 	}
 	for _, line := range want {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	nodelease "github.com/medik8s/node-healthcheck/internal/lease"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
 	"github.com/medik8s/node-healthcheck/internal/testutil"
 	"github.com/medik8s/node-healthcheck/test/localcluster"
@@ -97,7 +99,21 @@ func TestScale(t *testing.T) {
 	sc := scaleScenario(n)
 	sc.TemplateListWatch = os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != ""
 	sc.ManagerEnv = strings.Fields(os.Getenv("NHC_SCALE_MANAGER_ENV"))
-	res := run(t, sc)
+	var res *results
+	t.Cleanup(func() {
+		// A run that broke (the control plane or the manager gave way) still records what it
+		// measured until then, and where it stopped.
+		if !t.Failed() || res == nil {
+			return
+		}
+		res.Valid = false
+		res.Stopped = res.Reached
+		res.Invalid = append(res.Invalid, "the run stopped during "+res.Reached+" (the test's output says why); later figures were not measured")
+		if path, err := res.write(testutil.Path("bin", "bench")); err == nil {
+			t.Logf("Partial results: %s", path)
+		}
+	})
+	res = run(t, sc, func(r *results) { res = r })
 	path, err := res.write(testutil.Path("bin", "bench"))
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +132,7 @@ func TestScaleSmoke(t *testing.T) {
 		TemplateListWatch: os.Getenv("NHC_SCALE_TEMPLATE_LISTWATCH") != "",
 		// Durations of 10s, a returning-node grace to match (the chart's 60s is for the real 50s
 		// node grace period): the nodes are well over 20s old when the outage ends.
-		ManagerArgs: []string{"--returning-node-grace=20s"}})
+		ManagerArgs: []string{"--returning-node-grace=20s"}}, nil)
 	g := NewWithT(t)
 	g.Expect(res.SpuriousReadyLosses).To(BeZero(), "nodes left Ready without being failed")
 	g.Expect(res.Steady.HeartbeatUpdates).To(BeNumerically(">", 100), "the benchmark made heartbeat-only updates")
@@ -158,20 +174,32 @@ func (b *bench) logf(format string, args ...any) {
 	b.t.Logf("%s "+format, append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 }
 
-// run sets the scenario up, runs its phases and returns the figures.
-func run(t *testing.T, sc scenario) *results {
+// run sets the scenario up, runs its phases and returns the figures; started, when given, gets them
+// first, to record what a run that breaks measured (res.Reached names the phase under way).
+func run(t *testing.T, sc scenario, started func(*results)) *results {
 	RegisterTestingT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	b := &bench{t: t, sc: sc, obs: newObserver(), windows: map[string][2]time.Time{}}
 	res := &results{Scenario: sc, Machine: machine(), Valid: true, Started: time.Now().UTC()}
-	b.setup(ctx, res)
-	b.steady(ctx, res)
-	b.onePercent(ctx, res)
-	b.outage(ctx, res)
-	b.recovery(ctx, res)
-	b.rawCreates(ctx, res)
-	b.audit(res)
+	if started != nil {
+		started(res)
+	}
+	for _, phase := range []struct {
+		name string
+		run  func()
+	}{
+		{"setup", func() { b.setup(ctx, res) }},
+		{"phase 1 (steady state)", func() { b.steady(ctx, res) }},
+		{"phase 2 (1% failing)", func() { b.onePercent(ctx, res) }},
+		{"phase 3 (30% failing)", func() { b.outage(ctx, res) }},
+		{"phase 4 (mass recovery)", func() { b.recovery(ctx, res) }},
+		{"the plain client's creates", func() { b.rawCreates(ctx, res) }},
+		{"the audit log's count", func() { b.audit(res) }},
+	} {
+		res.Reached = phase.name
+		phase.run()
+	}
 	res.SpuriousReadyLosses = len(b.obs.spuriousLosses())
 	res.SpuriousNodes = first(b.obs.spuriousLosses(), 50)
 	if res.SpuriousReadyLosses > 0 {
@@ -654,12 +682,14 @@ func (b *bench) recovery(ctx context.Context, res *results) {
 		r.CRGoneAfterNodeReady.P50, r.CRGoneAfterNodeReady.P99, r.CRGoneAfterNodeReady.Max, r.CRsCreated, r.CRsCreatedForReadyNodes, r.CRsCreatedByPool)
 }
 
-// rawCreates measures the API server's own rate for the 30% failure's creates, in this run: as many
-// remediation CRs as the operator created then, built as the operator builds them (for nodes that do
-// not exist, without owner, in a namespace of their own, so that the operator has nothing to do with
-// them), created as the operator's ServiceAccount (the same priority and fairness flow, no
-// client-side limit, as the manager's client) by as many workers as the remediation controller runs
-// reconciles. After the measured phases: its requests fall outside their windows.
+// rawCreates measures the API server's own rate for the 30% failure's creates, in this run: for as
+// many nodes as the operator started remediations then, the creates a start makes, one after the
+// other as the operator makes them: the node's lease (where the operator keeps them), then its
+// remediation CR built as the operator builds it (both for nodes that do not exist; the CRs without
+// owner, in a namespace of their own, so that the operator has nothing to do with them); as the operator's ServiceAccount (the same priority and
+// fairness flow, no client-side limit, as the manager's client) by as many workers as the
+// remediation controller runs starts at once. After the measured phases: its requests fall outside
+// their windows.
 func (b *bench) rawCreates(ctx context.Context, res *results) {
 	n := res.Outage.CRsCreated
 	if n == 0 {
@@ -684,6 +714,13 @@ func (b *bench) rawCreates(ctx context.Context, res *results) {
 	}
 	start := time.Now()
 	Expect(parallel(names, rawCreateWorkers, func(name string) error {
+		holder, seconds, now := nodelease.Holder(owner.Name), nodelease.Seconds(time.Minute), metav1.NowMicro()
+		// In the chart's lease namespace, the only one where the operator may create leases.
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: nodelease.DefaultNamespace, Name: nodelease.Name(name)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now}}
+		if err := raw.Create(ctx, lease); err != nil {
+			return err
+		}
 		cr, err := remediationcr.Build(template, owner, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, remediationcr.Machine{})
 		if err != nil {
 			return err
@@ -698,12 +735,13 @@ func (b *bench) rawCreates(ctx context.Context, res *results) {
 	r.N, r.Workers = n, rawCreateWorkers
 	r.Seconds = round(time.Since(start).Seconds())
 	r.PerSecond = round(float64(n) / r.Seconds)
-	b.logf("Raw creates: %d remediation CRs as the operator's ServiceAccount, %d workers, in %.2fs (%.0f/s); the operator's 30%% failure: %d CRs, the last %.2fs after its deadline",
+	b.logf("Raw creates: %d leases and remediation CRs as the operator's ServiceAccount, %d workers, in %.2fs (%.0f starts/s); the operator's 30%% failure: %d CRs, the last %.2fs after its deadline",
 		n, r.Workers, r.Seconds, r.PerSecond, res.Outage.CRsCreated, res.Outage.CRLatency.Max)
 }
 
-// rawCreateWorkers is the remediation controller's MaxConcurrentReconciles.
-const rawCreateWorkers = 16
+// rawCreateWorkers is how many remediation starts the remediation controller runs at once (its
+// reconciles, each starting one of these, and its bound on starts in flight, maxStarts).
+const rawCreateWorkers = 32
 
 // audit counts the manager's API requests of each phase from the audit log.
 func (b *bench) audit(res *results) {
