@@ -214,8 +214,9 @@ bench: $(CONTROLPLANE_DEP) ## Run the benchmarks (BENCH, BENCH_PKGS, BENCHTIME) 
 # scale-<nodes>-latest.json. `make bench` runs it after the Go benchmarks (SCALE= skips it);
 # NHC_SCALE_STEADY=30s shortens the steady-state phase, NHC_SCALE_LOGS=dir keeps the manager's and the
 # simulation's logs, NHC_SCALE_TEMPLATE_LISTWATCH=1 lets the operator cache the test remediator's
-# templates. A run takes about 7 minutes on 2 cores (1,000 or 5,000 nodes). `make bench-compare` prints
-# runs side by side.
+# templates. A run takes about 7 minutes on 2 cores (1,000, 5,000 or 10,000 nodes; SCALE=25000 also
+# works, and on 2 cores breaks in its mass recovery: docs/performance.md). `make bench-compare` prints
+# runs side by side, and the spread of runs repeated at one commit and size.
 SCALE ?= 1000 5000
 
 .PHONY: bench-scale
