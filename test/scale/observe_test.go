@@ -2,6 +2,7 @@ package scale
 
 import (
 	"context"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -203,13 +204,14 @@ func (o *observer) expectConverged(n int) {
 // convergedTimes returns when each NodeHealthCheck's status first counted the nodes expectConverged
 // gave.
 func (o *observer) convergedTimes() map[string]time.Time {
+	return o.times(func() map[string]time.Time { return o.convergedAt })
+}
+
+// times returns a copy of the map of times that of returns with o.mu held.
+func (o *observer) times(of func() map[string]time.Time) map[string]time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := map[string]time.Time{}
-	for k, v := range o.convergedAt {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(of())
 }
 
 func (o *observer) event(e *eventsv1.Event) {
@@ -388,11 +390,5 @@ func (o *observer) spuriousLosses() []string {
 }
 
 func (o *observer) listedTimes() map[string]time.Time {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := map[string]time.Time{}
-	for k, v := range o.listedAt {
-		out[k] = v
-	}
-	return out
+	return o.times(func() map[string]time.Time { return o.listedAt })
 }
