@@ -1,7 +1,7 @@
 package nhc_test
 
 import (
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,12 +41,53 @@ var (
 )
 
 // aheadClock is the real clock, moved ahead by what specs Step: a quiet StatusBatch passes without
-// waiting for it, and a write that is held still comes in real time.
-type aheadClock struct{ ahead atomic.Int64 }
+// waiting for it, and a write that is held still comes in real time. A spec may Stop it: then it
+// moves only by Step, so a write held for the batch never comes, however loaded the machine, while
+// one written at once still does (Resume lets it run again).
+type aheadClock struct {
+	mu      sync.Mutex
+	ahead   time.Duration
+	stopped *time.Time
+}
 
-func (c *aheadClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.ahead.Load())) }
+func (c *aheadClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != nil {
+		return *c.stopped
+	}
+	return time.Now().Add(c.ahead)
+}
+
 func (c *aheadClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-func (c *aheadClock) Step(d time.Duration)            { c.ahead.Add(int64(d)) }
+
+func (c *aheadClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != nil {
+		t := c.stopped.Add(d)
+		c.stopped = &t
+		return
+	}
+	c.ahead += d
+}
+
+func (c *aheadClock) Stop() {
+	now := c.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = &now
+}
+
+// Resume runs the clock again from where it stood: what it was stepped while stopped stays ahead.
+func (c *aheadClock) Resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != nil {
+		c.ahead = max(c.ahead, c.stopped.Sub(time.Now()))
+	}
+	c.stopped = nil
+}
 
 func TestNHCController(t *testing.T) {
 	RegisterFailHandler(Fail)
