@@ -381,11 +381,11 @@ controlplane: $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd ## Bui
 	@echo "KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR)"
 
 $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
-	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION)
+	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(CURDIR)
 
 .PHONY: kwok
 kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again when hack/kwok.sh revises them).
-	@hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION)
+	@hack/kwok.sh $(KWOK_DIR) $(KWOK_VERSION) $(CURDIR) $(CONTROLPLANE_DIR)/.src/k8s
 
 .PHONY: node
 node: ## Build the real node's pinned binaries (kubelet, kube-scheduler, kube-proxy, containerd, runc, CNI plugins, crictl) and pause image into bin/node, once; apt-installs nftables and libseccomp-dev if missing.

@@ -3,14 +3,22 @@
 # Go module proxy into a cache folder, once. This machine cannot download release tarballs, so
 # `setup-envtest use` is not an option; see ../shared/toolchain.md for the recipe this follows.
 #
-# Usage: hack/controlplane.sh <dest-dir> <kubernetes-version> <etcd-version>
-# A binary that already exists in <dest-dir> is not rebuilt. Builds run one at a time: one link of a
-# Kubernetes binary peaks at 2-3 GB RSS and the machine has 2 cores.
+# Usage: hack/controlplane.sh <dest-dir> <kubernetes-version> <etcd-version> [<operator-module-dir>]
+# A binary that already exists in <dest-dir> is not rebuilt. With the operator's module folder, the
+# scratch modules use the operator's versions of the modules they share, and every binary builds
+# with the operator's settings (hack/align.sh): a cold machine compiles k8s.io/api, client-go and the
+# rest once for the control plane and the operator. The three Kubernetes binaries build in one `go
+# build` (their links run side by side, 2-3 GB each).
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/align.sh"
 dest=$(mkdir -p "$1" && cd "$1" && pwd)
 kver=${2:?kubernetes version, e.g. v1.37.2}
 ever=${3:?etcd version, e.g. v3.7.3}
+root=${4:-}
+[ -z "$root" ] || root=$(cd "$root" && pwd)
+tools_env
 stage="v0.${kver#v1.}"   # v1.37.2 -> v0.37.2, the staging modules' matching version
 minor=$(echo "$kver" | cut -d. -f2)
 work="$dest/.src"
@@ -44,17 +52,17 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
-    go mod tidy
+    align_with ${root:+"$root"}
   fi
   ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  for b in "${need[@]}"; do
-    echo ">> building $b $kver (a few minutes on a cold cache)"
-    go build -trimpath -ldflags "$ld" -o "$dest/$b.tmp" "k8s.io/kubernetes/cmd/$b"
-    mv "$dest/$b.tmp" "$dest/$b"
-  done
+  echo ">> building ${need[*]} $kver (minutes on a cold cache)"
+  rm -rf "$dest/.tmp" && mkdir -p "$dest/.tmp"
+  go build -ldflags "$ld" -o "$dest/.tmp/" "${need[@]/#/k8s.io/kubernetes/cmd/}"
+  for b in "${need[@]}"; do mv "$dest/.tmp/$b" "$dest/$b"; done
+  rmdir "$dest/.tmp"
 fi
 
 if [ ! -x "$dest/etcd" ]; then
@@ -75,10 +83,10 @@ import (
 func main() { etcdmain.Main(os.Args) }
 GO
     go mod edit -require="go.etcd.io/etcd/server/v3@$ever"
-    go mod tidy
+    align_with ${root:+"$root"}
   fi
   echo ">> building etcd $ever"
-  go build -trimpath -ldflags "-s -w" -o "$dest/etcd.tmp" .
+  go build -ldflags "-s -w" -o "$dest/etcd.tmp" .
   mv "$dest/etcd.tmp" "$dest/etcd"
 fi
 echo ">> control plane ready in $dest"

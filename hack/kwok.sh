@@ -4,15 +4,43 @@
 # node initialization, heartbeats with leases, and the chaos stage that makes a node NotReady on a
 # label. See ../shared/toolchain.md.
 #
-# Usage: hack/kwok.sh <dest-dir> <kwok-version>
+# Usage: hack/kwok.sh <dest-dir> <kwok-version> [<module-dir>...]
+# With module folders (the operator's, the control plane's scratch module), kwok builds in a scratch
+# module with their versions of the modules it shares (its own Kubernetes libraries are a minor
+# behind) and with the operator's build settings (hack/align.sh): a cold machine compiles client-go
+# and the rest once for all of them.
 set -euo pipefail
 
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/align.sh"
 dest=$(mkdir -p "$1" && cd "$1" && pwd)
 ver=${2:?kwok version, e.g. v0.8.0}
+shift 2
+align=()
+for d in "$@"; do [ ! -f "$d/go.mod" ] || align+=("$(cd "$d" && pwd)"); done
+tools_env
 
 if [ ! -x "$dest/kwok" ]; then
-  echo ">> building kwok $ver (about a minute)"
-  GOBIN="$dest" go install "sigs.k8s.io/kwok/cmd/kwok@$ver"
+  echo ">> building kwok $ver (a minute or more on a cold cache)"
+  work="$dest/.src"
+  mkdir -p "$work"
+  cd "$work"
+  if [ ! -f go.sum ]; then
+    rm -f go.mod
+    go mod init local/kwok >/dev/null 2>&1
+    cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "sigs.k8s.io/kwok/cmd/kwok"
+GO
+    go mod edit -require="sigs.k8s.io/kwok@$ver"
+    align_with ${align[@]+"${align[@]}"}
+  fi
+  go build -ldflags "-s -w" -o "$dest/kwok.tmp" sigs.k8s.io/kwok/cmd/kwok
+  mv "$dest/kwok.tmp" "$dest/kwok"
+  cd - >/dev/null
 fi
 # The module's node stages write every condition's lastTransitionTime as the node's creation time.
 # A kubelet sets it when the condition's status changes, and the operator reads it: when a node came
