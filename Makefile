@@ -66,10 +66,14 @@ GO_TEST_FLAGS ?= -timeout 20m
 # each dependency compiles once (the race detector needs cgo: its run in test-extended compiles again).
 GO_ENV := CGO_ENABLED=0 GOFLAGS="$(strip -trimpath $(GOFLAGS))"
 # `make test` runs every package but the whole-cluster suites that `make test-extended` runs
-# (EXTENDED_PKGS; docs/e2e.md says which runs where, and why), TEST_PARALLEL packages at a time: an
-# envtest suite mostly waits on its API server (about half a core each), so 2 cores hold 4.
+# (EXTENDED_PKGS; docs/e2e.md says which runs where, and why), TEST_PARALLEL packages at a time beside
+# the operator suite's two processes: an envtest suite mostly waits on its API server (about half a
+# core each). go test starts packages in the order it is given them: the longest (TEST_FIRST, by
+# docs/e2e.md's times) go first, or the chart's, last in the alphabet and the longest (4.5 minutes
+# warm, 8.5 cold), ends the run alone.
 EXTENDED_PKGS ?= test/e2e test/chaos
 TEST_PARALLEL ?= 3
+TEST_FIRST ?= test/chart internal/controller/upgradeguard test/hostile internal/controller/nhc test/scale internal/targets test/localcluster
 # The operator suite (TestOperator), the longest package (about 100 specs, each its own pool of
 # nodes), runs its specs in OPERATOR_PROCS processes with Ginkgo's CLI (go.mod's tool), each with its
 # own control plane and manager, beside the other packages; the CLI runs the suite alone, so go test
@@ -135,7 +139,7 @@ test: $(CONTROLPLANE_DEP) kwok vet image-host ## Run the tests on a real control
 	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
 	go tool ginkgo -p --procs=$(OPERATOR_PROCS) --timeout=20m ./$(OPERATOR_SUITE) > $$log 2>&1 & operator=$$!; \
 	status=0; go test $(GO_TEST_FLAGS) -p $(TEST_PARALLEL) -skip '^TestOperator$$' \
-		$$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS)))') || status=1; \
+		$(addprefix ./,$(TEST_FIRST)) $$(go list ./... | grep -vxE '$(subst $(space),|,$(addprefix $(MODULE)/,$(EXTENDED_PKGS) $(TEST_FIRST)))') || status=1; \
 	wait $$operator || status=1; \
 	echo "--- the operator suite ($(OPERATOR_SUITE), $(OPERATOR_PROCS) processes):"; cat $$log; exit $$status
 
