@@ -350,6 +350,7 @@ func TestUpgradeKeepsAggregatedRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.startAggregation(t)
 	ctx := context.Background()
@@ -445,6 +446,7 @@ func TestCleanupHook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	bin := managerBinary(t)
 	c := startCluster(t)
 	ctx := context.Background()
