@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/controller/nhc"
@@ -61,6 +62,15 @@ var _ = Describe("Status writes", func() {
 		Expect(requests.Since(mark, statusWrites(n))).To(HaveLen(1), "only the new failure is written")
 	})
 
+	// recorded waits until the reconciler has recorded the status write the spec saw last: it does
+	// so once the API server has answered the write, maybe after the spec read the new status, and
+	// counts the batch from then (the wall's time then): the wall moved before would not end it.
+	recorded := func(ctx SpecContext, n *remediationv1alpha1.NodeHealthCheck) {
+		got := &remediationv1alpha1.NodeHealthCheck{}
+		Expect(e.K8s.Get(ctx, client.ObjectKeyFromObject(n), got)).To(Succeed())
+		Eventually(func() string { return nhc.LastWrittenVersion(reconciler, n.Name) }).Should(Equal(got.ResourceVersion))
+	}
+
 	// quietPool returns a pool of three healthy nodes (its group label), one of them, and their
 	// NodeHealthCheck, quiet for a StatusBatch since its last status write. The wall stands still
 	// from there to the end of the spec, moved only by its Step: a write held for a batch comes only
@@ -72,6 +82,7 @@ var _ = Describe("Status writes", func() {
 		sick := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
 		n := e.NewNHC(ctx, group)
 		Eventually(e.Status(ctx, n)).Should(counts(3, 3))
+		recorded(ctx, n)
 		wall.Stop()
 		DeferCleanup(wall.Resume)
 		wall.Step(nhc.DefaultStatusBatch)
@@ -94,6 +105,7 @@ var _ = Describe("Status writes", func() {
 		// held, no burst.
 		e.SetReady(ctx, sick, corev1.ConditionUnknown, time.Hour)
 		Eventually(func() []string { return testutil.Listed(e.Status(ctx, n)()) }).Should(ConsistOf(sick.Name))
+		recorded(ctx, n)
 
 		// A node labelled into the selector right after it changes the counts alone. The wall
 		// moved past the StatusBatch since that write, and short of a burst's wait for the counts
