@@ -350,7 +350,6 @@ func TestUpgradeKeepsAggregatedRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.startAggregation(t)
 	ctx := context.Background()
@@ -446,7 +445,6 @@ func TestCleanupHook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	t.Parallel() // its own control plane
 	bin := managerBinary(t)
 	c := startCluster(t)
 	ctx := context.Background()
