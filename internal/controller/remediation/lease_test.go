@@ -88,6 +88,9 @@ var _ = Describe("Node leases", func() {
 				AcquireTime: &metav1.MicroTime{Time: e.Clock.Now()}, RenewTime: &metav1.MicroTime{Time: e.Clock.Now()}},
 		}
 		Expect(e.K8s.Create(ctx, foreign)).To(Succeed())
+		// Only the lease may hold the node back: while the upgrade gate does not know the cluster's
+		// state yet (this spec running first), nothing would start anyway.
+		Eventually(func() bool { return controllers.Gate.Verdict().Known }).Should(BeTrue(), "the upgrade gate knows the cluster's state")
 
 		n := e.NewNHC(ctx, group)
 		Eventually(e.EventNotes(ctx, n.Name, remediationv1alpha1.EventReasonRemediationSkipped)).Should(ContainElement(
