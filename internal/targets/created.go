@@ -56,23 +56,18 @@ func (g *Gatherer) Recorded() int {
 	return len(g.created)
 }
 
-// withCreated adds to the CRs of a kind listed from the cache those this process created that the
+// withCreated adds to the CRs of a kind read from the cache those this process created that the
 // cache does not show yet, and forgets the ones it shows (or that are too old).
-func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, listed []unstructured.Unstructured) []unstructured.Unstructured {
+func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, read []unstructured.Unstructured, shown func(*unstructured.Unstructured) bool) []unstructured.Unstructured {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// A few CRs in flight against every CR of the kind (900 in the scale benchmark's outage): look
-	// each up rather than index the list on every decision.
-	listedUID := func(uid types.UID) bool {
-		return slices.ContainsFunc(listed, func(u unstructured.Unstructured) bool { return u.GetUID() == uid })
-	}
 	g.created = slices.DeleteFunc(g.created, func(c created) bool {
-		return g.wall().Since(c.at) > createdTTL || c.cr.GroupVersionKind() == gvk && listedUID(c.cr.GetUID())
+		return g.wall().Since(c.at) > createdTTL || c.cr.GroupVersionKind() == gvk && shown(&c.cr)
 	})
 	for _, c := range g.created {
 		if c.cr.GroupVersionKind() == gvk {
-			listed = append(listed, *c.cr.DeepCopy())
+			read = append(read, *c.cr.DeepCopy())
 		}
 	}
-	return listed
+	return read
 }

@@ -3,14 +3,15 @@ package targets
 import (
 	"context"
 	"fmt"
-
 	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
@@ -44,13 +45,14 @@ type kindsRead struct {
 	unknown  []schema.GroupVersionKind
 }
 
-// remediationCRs lists, from the cache, every remediation CR that a NodeHealthCheck controls, in
-// every kind any NodeHealthCheck uses or used since the process started, across namespaces. A kind
-// the operator may not list and watch is not read (its informer would never sync), nor is one whose
-// CRs cannot be listed now (kindReadable); when nhc uses it (its templates, or the CRs its status
-// lists), the returned problem says so. nhcs are every NodeHealthCheck, as the cache holds them
-// (read only).
-func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck) ([]unstructured.Unstructured, kindsRead, error) {
+// remediationCRs reads, from the cache, the remediation CRs that NodeHealthChecks control, in every
+// kind any NodeHealthCheck uses or used since the process started, across namespaces: every one, or,
+// from a kind's indexes (Indexes), those a decision of nhc, which selects the nodes, depends on
+// (crLookup). A kind the operator may not list and watch is not read (its informer would never
+// sync), nor is one whose CRs cannot be listed now (kindReadable); when nhc uses it (its templates,
+// or the CRs its status lists), the returned problem says so. nhcs are every NodeHealthCheck, as the
+// cache holds them (read only).
+func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck, selected []*corev1.Node) ([]unstructured.Unstructured, kindsRead, error) {
 	kinds := RemediationKinds(nhc)
 	// Its status's kinds too: a NodeHealthCheck that cannot read the CRs it lists cannot tell
 	// whether they still run (Unknown is not free), and starts nothing meanwhile.
@@ -77,6 +79,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 	g.mu.Unlock()
 	var read kindsRead
 	var out []unstructured.Unstructured
+	var lookup *crLookup // made on the first indexed kind
 	for _, gvk := range kinds {
 		if g.Access != nil {
 			served, watchable, err := g.Access.Check(ctx, gvk)
@@ -121,18 +124,16 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 			}
 			continue
 		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		// The cache's own objects, not copies: every NodeHealthCheck's CRs are listed on every
-		// decision (900 CRs copied per decision in the scale benchmark's outage); only this
-		// NodeHealthCheck's are copied below, the others are only read.
-		if err := g.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-			if meta.IsNoMatchError(err) {
-				continue // not served (any more): no CR of it exists
-			}
-			return nil, read, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		// The cache's own objects, not copies: only this NodeHealthCheck's are copied below, the
+		// others are only read.
+		crs, shown, served, err := g.readKind(ctx, gvk, nhc.UID, selected, &lookup)
+		if err != nil {
+			return nil, read, err
 		}
-		for _, cr := range g.withCreated(gvk, list.Items) {
+		if !served {
+			continue // not served (any more): no CR of it exists
+		}
+		for _, cr := range g.withCreated(gvk, crs, shown) {
 			if _, uid, ok := remediationcr.ControllerNHC(&cr); ok {
 				if uid == nhc.UID {
 					cr = *cr.DeepCopy() // acted on: patched, deleted
@@ -246,4 +247,58 @@ func (s *Snapshot) LeaseUnknown(node string) string {
 		return fmt.Sprintf("NodeHealthCheck %s lists node %s with CRs of kind %s, which cannot be read now", n.nhc, node, n.kind)
 	}
 	return ""
+}
+
+// readKind reads the CRs of one kind from the cache (its own objects, read only): from the kind's
+// indexes when the Gatherer has them (the CRs crLookup names; lookup is made on first use), else
+// every one. shown tells whether the cache shows a CR (withCreated); served is false when the kind is
+// not served (any more), so no CR of it exists.
+func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, selected []*corev1.Node, lookup **crLookup) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, bool, error) {
+	if g.Indexes != nil {
+		store, ok, err := g.Indexes.CRs(ctx, gvk)
+		if meta.IsNoMatchError(err) {
+			return nil, nil, false, nil
+		}
+		if err != nil {
+			return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
+		}
+		if ok && *lookup == nil {
+			if nodes, indexed := g.Indexes.Nodes(); indexed {
+				cp, err := controlPlaneNodes(nodes)
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("reading the control-plane nodes' index: %w", err)
+				}
+				*lookup = &crLookup{uid: uid, selected: selected, controlPlane: cp}
+			}
+		}
+		if ok && *lookup != nil {
+			crs, err := (*lookup).read(store)
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
+			}
+			shown := func(cr *unstructured.Unstructured) bool {
+				obj, exists, _ := store.GetByKey(toolscache.NewObjectName(cr.GetNamespace(), cr.GetName()).String())
+				u, ok := obj.(*unstructured.Unstructured)
+				return exists && ok && u.GetUID() == cr.GetUID()
+			}
+			return crs, shown, true, nil
+		}
+	}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := g.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil, false, nil
+		}
+		return nil, nil, false, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+	}
+	return list.Items, shownIn(list.Items), true, nil
+}
+
+// shownIn tells whether a CR is among those listed. A few CRs in flight against every CR of the
+// kind: each is looked up rather than the list indexed.
+func shownIn(listed []unstructured.Unstructured) func(*unstructured.Unstructured) bool {
+	return func(cr *unstructured.Unstructured) bool {
+		return slices.ContainsFunc(listed, func(u unstructured.Unstructured) bool { return u.GetUID() == cr.GetUID() })
+	}
 }

@@ -55,6 +55,11 @@ type Gatherer struct {
 	// Changes tells when this process saw nodes' conditions change (watch.ConditionChanges), for the
 	// returning-node hold; nil: the conditions' lastTransitionTime alone counts.
 	Changes ConditionChangeSource
+	// Indexes are the cache's indexed stores of the remediation kinds and the nodes (watch.Indexes):
+	// a decision looks up the CRs it depends on (its own, and other NodeHealthChecks' of its nodes
+	// and of control-plane nodes) instead of listing every CR of the cluster. nil: every CR is
+	// listed from Reader.
+	Indexes Indexes
 	// Access tells which remediation kinds may be watched; nil: every kind.
 	Access AccessChecker
 	// Watch starts watching a remediation kind before it is read from the cache, once per kind; it
@@ -366,7 +371,7 @@ func (g *Gatherer) readCRs(ctx context.Context, r *reading) error {
 		return fmt.Errorf("listing NodeHealthChecks: %w", err)
 	}
 	r.nhcs = nhcs.Items
-	all, kinds, err := g.remediationCRs(ctx, r.nhc, r.nhcs)
+	all, kinds, err := g.remediationCRs(ctx, r.nhc, r.nhcs, r.nodes)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func (g *Gatherer) UpgradeNodeSignals(ctx context.Context, stored *remediationv1
 		if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
 			return nil, time.Time{}, fmt.Errorf("listing NodeHealthChecks: %w", err)
 		}
-		all, _, err := g.remediationCRs(ctx, nhc, nhcs.Items)
+		all, _, err := g.remediationCRs(ctx, nhc, nhcs.Items, nodes)
 		if err != nil {
 			return nil, time.Time{}, err
 		}

@@ -13,6 +13,8 @@ import (
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/remediationcr"
+	"github.com/medik8s/node-healthcheck/internal/targets"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 func label(ctx context.Context, n *corev1.Node, key, value string) {
@@ -83,5 +85,41 @@ var _ = Describe("Safety rules", func() {
 		e.SetReady(ctx, first, corev1.ConditionTrue, 0)
 		Eventually(e.TestCRs(ctx, first.Name)).Should(BeEmpty())
 		Eventually(e.TestCRs(ctx, second.Name)).Should(HaveLen(1))
+	})
+
+	It("decides from the cache's indexes of the CRs and of the control-plane nodes", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 2 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		cp := e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		label(ctx, cp, remediationcr.ControlPlaneRoleLabel, "")
+		e.SetReady(ctx, cp, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group)
+		Eventually(e.TestCRs(ctx, cp.Name)).Should(HaveLen(1))
+		for name, g := range map[string]*targets.Gatherer{"nhc": controllers.NHC.Wiring.Gatherer, "remediation": controllers.Remediation.Wiring.Gatherer} {
+			store, ok, err := g.Indexes.CRs(ctx, testutil.TestRemediationKind)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(ok).To(BeTrue(), "the %s controller's gatherer has no index of the CRs", name)
+			byIndex := func(index, value string) func() []string {
+				return func() []string {
+					objs, err := store.ByIndex(index, value)
+					Expect(err).NotTo(HaveOccurred())
+					var names []string
+					for _, o := range objs {
+						names = append(names, o.(client.Object).GetName())
+					}
+					return names
+				}
+			}
+			Expect(byIndex(targets.CROwnerIndex, string(n.UID))()).To(ConsistOf(cp.Name), name)
+			Expect(byIndex(targets.CRNodeIndex, cp.Name)()).To(ConsistOf(cp.Name), name)
+			Expect(byIndex(targets.CRControlPlaneIndex, "true")()).To(ContainElement(cp.Name), name)
+			nodes, ok := g.Indexes.Nodes()
+			Expect(ok).To(BeTrue(), "the %s controller's gatherer has no index of the nodes", name)
+			cps, err := nodes.ByIndex(targets.NodeControlPlaneIndex, "true")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(cps).To(ContainElement(HaveField("ObjectMeta.Name", cp.Name)), name)
+		}
 	})
 })

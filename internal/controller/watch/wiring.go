@@ -83,6 +83,7 @@ func NewWiring(mgr ctrl.Manager, s Sources) (*Wiring, error) {
 	w.Kinds = NewDynamic(nil, mgr.GetCache())
 	g := &targets.Gatherer{Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), WatchErrors: Errors, Nodes: routes, Wall: clock.RealClock{},
 		Watch:    func(gvk schema.GroupVersionKind) (bool, error) { return w.Kinds.Ensure(gvk, w.crEvents) },
+		Indexes:  NewIndexes(mgr.GetCache()),
 		Machines: s.Machines, MaxPause: s.MaxPause, ReturnGrace: s.ReturnGrace, RemovalHold: s.RemovalHold,
 		Leases: s.Leases, LeaseNamespace: cmp.Or(s.LeaseNamespace, lease.DefaultNamespace), Refusals: s.Refusals}
 	// Interfaces hold only what is set: a nil pointer in one is not a missing source.
