@@ -103,6 +103,9 @@ type Gatherer struct {
 	// kinds is the readable-or-skip rule for the remediation kinds (kindReadable), made from
 	// Informers, APIReader and Wall on first use.
 	kinds *KindSync
+	// overlaps are, by NodeHealthCheck, its overlaps with the others as last computed, and what
+	// they were computed from (knownOverlaps).
+	overlaps map[types.UID]overlapsMemo
 	// removals remembers when this gatherer first saw each node's removal whose signal carries no
 	// time (removalSince); domains the failure domains it saw each node in (otherDomains).
 	removals removalsSeen
@@ -244,6 +247,9 @@ func (g *Gatherer) Gather(ctx context.Context, stored *remediationv1alpha1.NodeH
 // gatherer remembers (removals, failure domains) and the holds of the nodes that may act, and
 // decides. The same reading decides alike (what is remembered is updated at the same now).
 func (g *Gatherer) decideFrom(ctx context.Context, r *reading, mode Mode) (*Snapshot, error) {
+	if mode != Acting {
+		g.knownOverlaps(r)
+	}
 	s, in := assemble(r, mode, g.ReturnGrace)
 	in.RemovalHold = g.RemovalHold
 	g.removalSince(&in, r.now)
@@ -298,6 +304,13 @@ type reading struct {
 	controlPlaneUnknown string
 	// skew is the clock skew's verdict when it is measured (Gatherer.Skew), nil otherwise.
 	skew *clockskew.Verdict
+	// labelEpoch is the node source's LabelEpoch before the nodes were read (epochKnown: it has
+	// one); overlaps are the overlaps with other NodeHealthChecks when known before assemble
+	// (overlapsKnown: Gatherer.knownOverlaps).
+	labelEpoch    uint64
+	epochKnown    bool
+	overlaps      []health.Overlap
+	overlapsKnown bool
 }
 
 // read does Gather's I/O: it reads, through the cache, everything the NodeHealthCheck's decision
@@ -313,6 +326,9 @@ func (g *Gatherer) read(ctx context.Context, stored *remediationv1alpha1.NodeHea
 		if r.templates, r.templateProblem, err = readTemplates(ctx, templates, &r.nhc.Spec, r.verdict.OpenShift); err != nil {
 			return nil, err
 		}
+	}
+	if epochs, ok := g.Nodes.(LabelEpochSource); ok {
+		r.labelEpoch, r.epochKnown = epochs.LabelEpoch(), true // before the nodes: a later change invalidates
 	}
 	if _, r.selectorErr = metav1.LabelSelectorAsSelector(&r.nhc.Spec.Selector); r.selectorErr == nil {
 		if r.nodes, err = g.selectedNodes(ctx, r.nhc); err != nil {
@@ -483,7 +499,9 @@ func assemble(r *reading, mode Mode, returnGrace time.Duration) (*Snapshot, heal
 	}
 	if mode != Acting {
 		// Reported in status only; the remediation controller's decisions do not need them.
-		s.Overlaps = health.Overlaps(r.stored.Name, r.nodes, r.nhcs)
+		if s.Overlaps = r.overlaps; !r.overlapsKnown {
+			s.Overlaps = health.Overlaps(r.stored.Name, r.nodes, r.nhcs)
+		}
 	}
 	for _, n := range r.nodes {
 		if mhc := r.verdict.CoveredByMachineHealthCheck[n.Name]; mhc != "" {

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -57,6 +58,9 @@ type Affected struct {
 	// tracking is set once Track feeds nhcs: a membership is kept then only for a NodeHealthCheck
 	// it knows (Selected).
 	tracking bool
+	// labelEpoch counts the node events that may have changed which nodes a selector selects (a
+	// node created, deleted or relabelled; LabelEpoch).
+	labelEpoch uint64
 	// Changes, when set, records the node condition changes of each update before the update is
 	// routed, so the decision it triggers sees them (the record's own informer handler runs
 	// concurrently and may come later).
@@ -203,8 +207,12 @@ func (a *Affected) NodeEvents() handler.EventHandler {
 					a.Changes.Update(old, updated)
 				}
 			}
-			a.nodeChanged(e.ObjectNew.GetName(), e.ObjectNew.GetLabels())
-			enqueue(q, a.ByNode(e.ObjectOld.GetLabels()))
+			// Memberships follow labels alone: an update that keeps them (a condition that turns,
+			// most updates of an incident) moves no node and concerns the same NodeHealthChecks.
+			if !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) {
+				a.nodeChanged(e.ObjectNew.GetName(), e.ObjectNew.GetLabels())
+				enqueue(q, a.ByNode(e.ObjectOld.GetLabels()))
+			}
 			enqueue(q, a.ByNode(e.ObjectNew.GetLabels()))
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -222,6 +230,7 @@ func (a *Affected) nodeChanged(name string, nodeLabels map[string]string) {
 	set := labels.Set(nodeLabels)
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.labelEpoch++
 	for _, m := range a.members {
 		if nodeLabels != nil && m.selector.Matches(set) {
 			m.nodes[name] = struct{}{}
@@ -229,6 +238,14 @@ func (a *Affected) nodeChanged(name string, nodeLabels map[string]string) {
 			delete(m.nodes, name)
 		}
 	}
+}
+
+// LabelEpoch implements targets.LabelEpochSource: it changes with every node event that may change
+// which nodes a selector selects, before the event is routed.
+func (a *Affected) LabelEpoch() uint64 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.labelEpoch
 }
 
 // Node implements targets.NodeSource from the node informer's store.

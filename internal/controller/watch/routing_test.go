@@ -158,6 +158,22 @@ func TestAffectedSelectsFromTheNodeStore(t *testing.T) {
 	events.Update(ctx, event.UpdateEvent{ObjectOld: node("a2", "a"), ObjectNew: left}, q)
 	expect("after its event", selected(1, selA), "a1", "b1")
 
+	// An update that keeps the labels (a condition that turns) moves no node and keeps the label
+	// epoch; a relabel changes it.
+	epoch := a.LabelEpoch()
+	sick := node("b1", "a")
+	sick.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown}}
+	_ = store.Update(sick)
+	events.Update(ctx, event.UpdateEvent{ObjectOld: joined, ObjectNew: sick}, q)
+	if a.LabelEpoch() != epoch {
+		t.Errorf("an update that keeps the labels: epoch %d -> %d; want it kept", epoch, a.LabelEpoch())
+	}
+	expect("after an update that keeps the labels", selected(1, selA), "a1", "b1")
+	events.Update(ctx, event.UpdateEvent{ObjectOld: node("a2", "c"), ObjectNew: node("a2", "d")}, q)
+	if a.LabelEpoch() == epoch {
+		t.Error("a relabel kept the label epoch")
+	}
+
 	// a1 is deleted.
 	_ = store.Delete(node("a1", "a"))
 	events.Delete(ctx, event.DeleteEvent{Object: node("a1", "a")}, q)

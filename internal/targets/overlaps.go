@@ -1,0 +1,72 @@
+package targets
+
+import (
+	"hash/fnv"
+	"maps"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/medik8s/node-healthcheck/internal/health"
+)
+
+// LabelEpochSource is a NodeSource that tells when which nodes a selector selects may have changed
+// (watch.Affected): LabelEpoch changes with every node created, deleted or relabelled, before the
+// event is routed to any NodeHealthCheck.
+type LabelEpochSource interface {
+	LabelEpoch() uint64
+}
+
+// overlapsMemo is a NodeHealthCheck's overlaps and the hash of what they were computed from.
+type overlapsMemo struct {
+	from     uint64
+	overlaps []health.Overlap
+}
+
+// knownOverlaps sets the reading's overlaps with the other NodeHealthChecks from the last ones
+// computed when nothing they depend on changed since: the NodeHealthCheck's selector (its
+// generation), the node labels (the node source's LabelEpoch, read before the nodes), and each
+// other NodeHealthCheck's name, UID, selector (generation) and deletion. Computing them matches every
+// other selector against every selected node: O(NodeHealthChecks × pool) on each status decision,
+// 7% of the manager's CPU in a 30% failure of 25,000 nodes in 250 pools, where nothing of it changes.
+// Without a LabelEpochSource, assemble computes them.
+func (g *Gatherer) knownOverlaps(r *reading) {
+	if !r.epochKnown {
+		return
+	}
+	h := fnv.New64a()
+	var buf []byte
+	add := func(s string, n int64, deleting bool) {
+		buf = strconv.AppendInt(append(append(buf[:0], s...), 0), n, 10)
+		if deleting {
+			buf = append(buf, 'd')
+		}
+		_, _ = h.Write(append(buf, 0))
+	}
+	add(string(r.stored.UID), r.stored.Generation, false)
+	add("", int64(r.labelEpoch), false) //nolint:gosec // a counter, compared for equality only
+	for i := range r.nhcs {
+		o := &r.nhcs[i]
+		add(o.Name+"\x00"+string(o.UID), o.Generation, !o.DeletionTimestamp.IsZero())
+	}
+	from := h.Sum64()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.overlaps[r.stored.UID]; ok && m.from == from {
+		r.overlaps, r.overlapsKnown = m.overlaps, true
+		return
+	}
+	r.overlaps, r.overlapsKnown = health.Overlaps(r.stored.Name, r.nodes, r.nhcs), true
+	if g.overlaps == nil {
+		g.overlaps = map[types.UID]overlapsMemo{}
+	}
+	g.overlaps[r.stored.UID] = overlapsMemo{from: from, overlaps: r.overlaps}
+	if len(g.overlaps) > len(r.nhcs)+1 { // some NodeHealthCheck is gone: forget its overlaps
+		known := make(map[types.UID]bool, len(r.nhcs)+1)
+		known[r.stored.UID] = true
+		for i := range r.nhcs {
+			known[r.nhcs[i].UID] = true
+		}
+		maps.DeleteFunc(g.overlaps, func(uid types.UID, _ overlapsMemo) bool { return !known[uid] })
+	}
+}
