@@ -10,11 +10,20 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/kube"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionshelpers "k8s.io/apiextensions-apiserver/pkg/apihelpers"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -68,14 +77,103 @@ func startCluster(t *testing.T) *cluster {
 }
 
 // helm returns a Helm action configuration for the cluster, storing releases in Secrets as the
-// helm CLI does.
+// helm CLI does. Its Kubernetes client returns from creating or updating a release's objects only
+// once the API server serves the kinds of the CRDs among them (servedCRDs).
 func (c *cluster) helm(t *testing.T) *action.Configuration {
 	t.Helper()
-	cfg, err := localcluster.Helm(c.kubeconfig, namespace, func(format string, v ...any) { t.Logf("helm: "+format, v...) })
+	log := func(format string, v ...any) { t.Logf("helm: "+format, v...) }
+	cfg, err := localcluster.Helm(c.kubeconfig, namespace, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	kc, ok := cfg.KubeClient.(*kube.Client)
+	if !ok {
+		t.Fatalf("Helm's Kubernetes client is a %T, not a *kube.Client", cfg.KubeClient)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.KubeClient = &servedCRDs{Client: kc, k8s: c.k8s, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), log: log}
 	return cfg
+}
+
+// servedCRDs is Helm's Kubernetes client, except that Create and Update return only once the API
+// server serves the kinds of the CustomResourceDefinitions they applied: each Established and its
+// kind found by a fresh discovery. Helm waits so only for a chart's crds/ directory
+// (Install.installCRDs: KubeClient.Wait, then a reset of its discovery cache and RESTMapper); the
+// chart templates its CRD (crds.enabled, crds.keep), which Helm creates with the release's other
+// objects and waits for only with --wait (ReadyChecker.crdReady). The post-install hook that comes
+// next, the default NodeHealthCheck, is built with a RESTMapper that asks discovery again only once
+// (DeferredDiscoveryRESTMapper), and the API server's discovery serves a CRD's kind only some time
+// after it is created (Established, then its DiscoveryController): under the parallel tests' load
+// the install failed with "no matches for kind NodeHealthCheck". What the README asks of a user with
+// the default NodeHealthCheck (--wait) waits for Established; this waits for discovery too.
+type servedCRDs struct {
+	*kube.Client
+	k8s    client.Client
+	mapper meta.ResettableRESTMapper
+	log    func(format string, v ...any)
+}
+
+// crdServedTimeout is Install.installCRDs' wait for a chart's crds/.
+const crdServedTimeout = time.Minute
+
+// Create creates the resources as Helm's client does, then waits until their CRDs are served.
+func (k *servedCRDs) Create(resources kube.ResourceList) (*kube.Result, error) {
+	res, err := k.Client.Create(resources)
+	if err != nil {
+		return res, err
+	}
+	return res, k.served(resources)
+}
+
+// Update updates the resources as Helm's client does, then waits until the target's CRDs are served.
+func (k *servedCRDs) Update(original, target kube.ResourceList, force bool) (*kube.Result, error) {
+	res, err := k.Client.Update(original, target, force)
+	if err != nil {
+		return res, err
+	}
+	return res, k.served(target)
+}
+
+// served polls until every CustomResourceDefinition among the resources is Established and
+// discovery, asked afresh, maps each of its served versions' kind.
+func (k *servedCRDs) served(resources kube.ResourceList) error {
+	for _, info := range resources {
+		if info.Mapping.GroupVersionKind.GroupKind() != (schema.GroupKind{Group: apiextensionsv1.GroupName, Kind: "CustomResourceDefinition"}) {
+			continue
+		}
+		var last error
+		start := time.Now()
+		err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, crdServedTimeout, true, func(ctx context.Context) (bool, error) {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := k.k8s.Get(ctx, client.ObjectKey{Name: info.Name}, crd); err != nil {
+				last = err
+				return false, nil
+			}
+			if !apiextensionshelpers.IsCRDConditionTrue(crd, apiextensionsv1.Established) {
+				last = fmt.Errorf("not Established: %v", crd.Status.Conditions)
+				return false, nil
+			}
+			k.mapper.Reset()
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				if _, err := k.mapper.RESTMapping(schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}, v.Name); err != nil {
+					last = err
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not served within %s: %w (last: %v)", info.Name, crdServedTimeout, err, last)
+		}
+		k.log("CRD %s served after %s", info.Name, time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }
 
 func (c *cluster) install(t *testing.T, values map[string]any) {
