@@ -135,6 +135,7 @@ func TestArtifactHubExamplesAreValid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	if _, err := envtest.InstallCRDs(c.env.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(chartDir(), "files", "crds")}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,7 @@ func TestDefaultInstallOnABareCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	bin := managerBinary(t)
 	lc, err := localcluster.Start()
 	if err != nil {

@@ -34,6 +34,7 @@ func TestSelfManagedWebhookCertificate(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	bin := managerBinary(t)
 	c := startCluster(t)
 	ctx := context.Background()

@@ -76,6 +76,7 @@ func TestChartValuesOnARealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.startAggregation(t)
 	ctx := context.Background()

@@ -97,6 +97,7 @@ func TestDefaultNodeHealthCheckOfTheRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	base := map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}
 	values := map[string]any{"defaultNodeHealthCheck": map[string]any{"enabled": true, "hook": false}}

@@ -233,6 +233,7 @@ func TestInstallUpgradeUninstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	full := "nhc-node-healthcheck"
 	crd := [4]string{"apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "nodehealthchecks.remediation.medik8s.io"}

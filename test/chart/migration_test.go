@@ -52,6 +52,7 @@ func TestMigrationFromThePublicOperator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	g := gomega.NewWithT(t)
 	g.SetDefaultEventuallyTimeout(time.Minute)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)

@@ -144,7 +144,9 @@ func TestChartRBACIsEnoughForTheManager(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
-	gomega.RegisterTestingT(t) // for the testutil builders
+	// For the testutil builders, which use gomega's global Expect. The registration is global, so
+	// this test is not parallel: a parallel test's failure could be reported to it.
+	gomega.RegisterTestingT(t)
 	bin := managerBinary(t)
 	c := startCluster(t)
 	c.startAggregation(t)
@@ -350,6 +352,7 @@ func TestUpgradeKeepsAggregatedRules(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	c := startCluster(t)
 	c.startAggregation(t)
 	ctx := context.Background()
@@ -445,6 +448,7 @@ func TestCleanupHook(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
 	}
+	t.Parallel() // its own control plane
 	bin := managerBinary(t)
 	c := startCluster(t)
 	ctx := context.Background()

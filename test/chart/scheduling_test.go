@@ -75,6 +75,7 @@ func TestPriorityClass(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts control planes")
 	}
+	t.Parallel() // its own control plane
 	if err := testutil.CheckAssets(); err != nil {
 		t.Fatal(err)
 	}
