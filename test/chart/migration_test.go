@@ -48,6 +48,9 @@ var (
 // operator would have (the running step's timer is not restarted), rewrites both statuses in place,
 // and, when nodes recover, deletes the CRs the public operator created and releases its leases.
 // (Webhooks are off: the manager runs outside the cluster, where the API server cannot call it.)
+// One story, not split into parallel tests: each phase checks what the ones before left (the
+// adopted CRD, the takeover 30 s into esc-step1's running step, the CRs and leases taken over), and
+// most of its time is that step's one-minute timeout, which any part that checks it would wait too.
 func TestMigrationFromThePublicOperator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a control plane")
