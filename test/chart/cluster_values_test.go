@@ -45,8 +45,16 @@ func (c *cluster) bind(t *testing.T, user, role, ns string) {
 }
 
 // flowSchemaUID returns the UID of the FlowSchema the API server classified a request of the
-// ServiceAccount into (its X-Kubernetes-PF-FlowSchema-UID response header), made by impersonation.
+// ServiceAccount sa into (a list of ConfigMaps in the release namespace).
 func (c *cluster) flowSchemaUID(t *testing.T, sa string) string {
+	t.Helper()
+	fs, _ := c.classified(t, sa, "/api/v1/namespaces/"+namespace+"/configmaps")
+	return fs
+}
+
+// classified returns the UIDs of the FlowSchema and of the priority level the API server
+// classified a GET of path by the ServiceAccount sa into.
+func (c *cluster) classified(t *testing.T, sa, path string) (flowSchema, priorityLevel string) {
 	t.Helper()
 	cfg := rest.CopyConfig(c.env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + namespace + ":" + sa,
@@ -55,16 +63,17 @@ func (c *cluster) flowSchemaUID(t *testing.T, sa string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A read the ServiceAccount may not do: the request is classified before it is authorized.
-	resp, err := hc.Get(cfg.Host + "/api/v1/namespaces/" + namespace + "/configmaps")
+	// The request is classified before it is authorized or found: a read the ServiceAccount may not
+	// do, or of an object that does not exist, tells as well.
+	resp, err := hc.Get(cfg.Host + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("GET as %s: %s", sa, resp.Status)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusForbidden && resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("GET %s as %s: %s", path, sa, resp.Status)
 	}
-	return resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+	return resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID), resp.Header.Get(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
 }
 
 // The values that add cluster objects, on a real API server with the ClusterRole aggregation
@@ -84,8 +93,42 @@ func TestChartValuesOnARealAPIServer(t *testing.T) {
 	base := map[string]any{"webhooks": map[string]any{"enabled": false}, "certManager": map[string]any{"enabled": false}}
 	c.install(t, base)
 
-	// Before: the operator's requests go where every ServiceAccount's do, and view grants nothing on
-	// NodeHealthChecks.
+	// By default the leader's Lease requests, and those alone, go to the built-in leader-election
+	// priority level.
+	t.Run("the leader's Lease requests are classified into the leader-election level", func(t *testing.T) {
+		fs := &flowcontrolv1.FlowSchema{}
+		if err := c.k8s.Get(ctx, client.ObjectKey{Name: sa + "-leader-election"}, fs); err != nil {
+			t.Fatal(err)
+		}
+		level := &flowcontrolv1.PriorityLevelConfiguration{}
+		if err := c.k8s.Get(ctx, client.ObjectKey{Name: "leader-election"}, level); err != nil {
+			t.Fatalf("the built-in leader-election priority level: %v", err)
+		}
+		lease := "/apis/coordination.k8s.io/v1/namespaces/" + namespace + "/leases/e1f13584.medik8s.io"
+		var gotFS, gotLevel string
+		waitFor(t, "the leader's Lease GET classified into the chart's leader-election FlowSchema", func() bool {
+			gotFS, gotLevel = c.classified(t, sa, lease)
+			return gotFS == string(fs.UID)
+		})
+		if gotLevel != string(level.UID) {
+			t.Errorf("the Lease GET went to priority level %s, want leader-election's %s", gotLevel, level.UID)
+		}
+		for what, path := range map[string]string{
+			"a ConfigMap list":                          "/api/v1/namespaces/" + namespace + "/configmaps",
+			"a node Lease (in leases.namespace)":        "/apis/coordination.k8s.io/v1/namespaces/medik8s-leases/leases/node-1",
+			"the Lease list of the release's namespace": "/apis/coordination.k8s.io/v1/namespaces/" + namespace + "/leases",
+		} {
+			if got, _ := c.classified(t, sa, path); got == string(fs.UID) {
+				t.Errorf("%s is classified into the leader-election FlowSchema", what)
+			}
+		}
+		if got, _ := c.classified(t, "someone-else", lease); got == string(fs.UID) {
+			t.Error("another ServiceAccount's Lease request is classified into the chart's leader-election FlowSchema")
+		}
+	})
+
+	// Before: the operator's other requests go where every ServiceAccount's do, and view grants
+	// nothing on NodeHealthChecks.
 	before := c.flowSchemaUID(t, sa)
 	if before == "" {
 		t.Fatal("the API server names no FlowSchema: API Priority and Fairness is off")

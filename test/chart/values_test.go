@@ -274,6 +274,38 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 }
 
+// The leader-election FlowSchema is on by default and matches the leader's Lease requests alone;
+// it is not rendered without leader election, when switched off, or when the node Leases are kept
+// in the release namespace.
+func TestLeaderElectionFlowSchema(t *testing.T) {
+	const name = "nhc-node-healthcheck-leader-election"
+	fs := decode[flowcontrolv1.FlowSchema](t, mustRender(t, map[string]any{"serviceAccount": map[string]any{"name": "nhc-sa"}}).get("FlowSchema", name))
+	if fs.Spec.PriorityLevelConfiguration.Name != "leader-election" || fs.Spec.MatchingPrecedence >= 1000 {
+		t.Errorf("level %q, precedence %d; want leader-election, before apiPriorityAndFairness's 1000", fs.Spec.PriorityLevelConfiguration.Name, fs.Spec.MatchingPrecedence)
+	}
+	if len(fs.Spec.Rules) != 1 || len(fs.Spec.Rules[0].Subjects) != 1 || len(fs.Spec.Rules[0].ResourceRules) != 1 || len(fs.Spec.Rules[0].NonResourceRules) != 0 {
+		t.Fatalf("rules %+v", fs.Spec.Rules)
+	}
+	rule := fs.Spec.Rules[0]
+	if sa := rule.Subjects[0].ServiceAccount; sa == nil || sa.Name != "nhc-sa" || sa.Namespace != namespace {
+		t.Errorf("subject %+v, want the ServiceAccount nhc-sa", rule.Subjects[0])
+	}
+	rr := rule.ResourceRules[0]
+	if !slices.Equal(rr.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(rr.Resources, []string{"leases"}) || rr.ClusterScope ||
+		!slices.Equal(rr.Namespaces, []string{namespace}) || !slices.Equal(rr.Verbs, []string{"get", "create", "update"}) {
+		t.Errorf("the rule must match the leader's Lease requests alone: %+v", rr)
+	}
+	for what, values := range map[string]map[string]any{
+		"switched off":                           {"leaderElection": map[string]any{"flowSchema": false}},
+		"without leader election":                {"replicaCount": 1, "podDisruptionBudget": map[string]any{"enabled": false}, "leaderElection": map[string]any{"enabled": false}},
+		"node Leases in the release's namespace": {"leases": map[string]any{"namespace": namespace}},
+	} {
+		if mustRender(t, values).get("FlowSchema", name) != nil {
+			t.Errorf("%s: rendered", what)
+		}
+	}
+}
+
 // The FlowSchema is off by default; on, it matches every request of the operator's ServiceAccount and
 // sends it to the chart's priority level, or to an existing one without creating another.
 func TestFlowSchema(t *testing.T) {
