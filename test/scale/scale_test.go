@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -276,7 +277,8 @@ func (b *bench) setup(ctx context.Context, res *results) {
 	})).To(Succeed())
 
 	b.obs.start(ctx, cs, dyn)
-	b.sim = &nodes{cluster: b.cluster, k8s: b.k8s, cs: cs, driven: b.sc.Driven, obs: b.obs}
+	kubelets := b.kubeletsClient(ctx, &cfg)
+	b.sim = &nodes{cluster: b.cluster, k8s: b.k8s, cs: kubelets, driven: b.sc.Driven, obs: b.obs}
 	per := b.sc.Nodes / b.sc.Pools
 	pool := map[string]string{}
 	for p := range b.sc.Pools {
@@ -772,4 +774,28 @@ func (b *bench) audit(res *results) {
 		in.FailedNodes, in.WritesPerFailedNode, in.ReadsPerFailedNode, in.UncachedReadsPerFailedNode,
 		in.Failure.Writes, in.Failure.EventWrites, in.Failure.StatusWritesPerNHC, in.Failure.WritesPerFailedNode, in.Failure.ReadsPerFailedNode,
 		in.Recovery.Writes, in.Recovery.EventWrites, in.Recovery.StatusWritesPerNHC, in.Recovery.WritesPerFailedNode, in.Recovery.ReadsPerFailedNode)
+}
+
+// kubeletsClient returns the client the driven nodes' status writes are made with: as a node
+// (group system:nodes), so that the API server's flow control classifies them as kubelets' (the
+// built-in system-nodes FlowSchema, priority level system), not as the benchmark's admin requests,
+// which are exempt and, thousands at once when a mass outage ends, took the API server from every
+// limited level (the operator's Lease renewal among them). Allowed by a ClusterRoleBinding of the
+// group to node status writes (envtest's API server authorizes with RBAC alone: no Node
+// authorizer).
+func (b *bench) kubeletsClient(ctx context.Context, admin *rest.Config) kubernetes.Interface {
+	Expect(b.k8s.Create(ctx, &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale-kubelets"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, Verbs: []string{"get", "patch", "update"}}},
+	})).To(Succeed())
+	Expect(b.k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "scale-kubelets"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "scale-kubelets"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:nodes"}},
+	})).To(Succeed())
+	cfg := rest.CopyConfig(admin)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:node:scale-kubelets", Groups: []string{"system:nodes", "system:authenticated"}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	return cs
 }
