@@ -50,6 +50,10 @@ func startCluster(t *testing.T) *cluster {
 	env := &envtest.Environment{
 		CRDInstallOptions:     envtest.CRDInstallOptions{Paths: []string{testutil.TestCRDDir(), testutil.Path("test", "crds", "thirdparty")}},
 		ErrorIfCRDPathMissing: true,
+		// The package's tests start their control planes side by side, beside make test's other
+		// packages: on 2 cores a kube-apiserver took longer than envtest's default 20 s to get ready,
+		// five times in a row (TestCleanupHook in a fresh clone's make test).
+		ControlPlaneStartTimeout: 2 * time.Minute,
 	}
 	cfg, err := env.Start()
 	if err != nil {
