@@ -112,7 +112,8 @@ var _ = Describe("Safety rules", func() {
 					return names
 				}
 			}
-			Expect(byIndex(targets.CROwnerIndex, string(n.UID))()).To(ConsistOf(cp.Name), name)
+			// The API server showed the CR; the cache shows it a moment later.
+			Eventually(byIndex(targets.CROwnerIndex, string(n.UID))).Should(ConsistOf(cp.Name), name)
 			Expect(byIndex(targets.CRNodeIndex, cp.Name)()).To(ConsistOf(cp.Name), name)
 			Expect(byIndex(targets.CRControlPlaneIndex, "true")()).To(ContainElement(cp.Name), name)
 			nodes, ok := g.Indexes.Nodes()
