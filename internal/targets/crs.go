@@ -79,7 +79,10 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 	g.mu.Unlock()
 	var read kindsRead
 	var out []unstructured.Unstructured
-	var lookup *crLookup // made on the first indexed kind
+	lookup, err := g.crLookup(nhc.UID, selected)
+	if err != nil {
+		return nil, read, err
+	}
 	for _, gvk := range kinds {
 		if g.Access != nil {
 			served, watchable, err := g.Access.Check(ctx, gvk)
@@ -126,7 +129,7 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 		}
 		// The cache's own objects, not copies: only this NodeHealthCheck's are copied below, the
 		// others are only read.
-		crs, shown, served, err := g.readKind(ctx, gvk, nhc.UID, selected, &lookup)
+		crs, shown, served, err := g.readKind(ctx, gvk, lookup)
 		if err != nil {
 			return nil, read, err
 		}
@@ -249,12 +252,29 @@ func (s *Snapshot) LeaseUnknown(node string) string {
 	return ""
 }
 
-// readKind reads the CRs of one kind from the cache (its own objects, read only): from the kind's
-// indexes when the Gatherer has them (the CRs crLookup names; lookup is made on first use), else
-// every one. shown tells whether the cache shows a CR (withCreated); served is false when the kind is
-// not served (any more), so no CR of it exists.
-func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, uid types.UID, selected []*corev1.Node, lookup **crLookup) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, bool, error) {
-	if g.Indexes != nil {
+// crLookup returns what a decision of the NodeHealthCheck with uid, which selects the nodes, reads
+// from the kinds' indexes; nil when the Gatherer has no indexes (every CR is listed).
+func (g *Gatherer) crLookup(uid types.UID, selected []*corev1.Node) (*crLookup, error) {
+	if g.Indexes == nil {
+		return nil, nil
+	}
+	nodes, indexed := g.Indexes.Nodes()
+	if !indexed {
+		return nil, nil
+	}
+	cp, err := controlPlaneNodes(nodes)
+	if err != nil {
+		return nil, fmt.Errorf("reading the control-plane nodes' index: %w", err)
+	}
+	return &crLookup{uid: uid, selected: selected, controlPlane: cp}, nil
+}
+
+// readKind reads the CRs of one kind from the cache (its own objects, read only): those lookup
+// names from the kind's indexes when there is a lookup and the kind has them, else every one.
+// shown tells whether the cache shows a CR (withCreated); served is false when the kind is not
+// served (any more), so no CR of it exists.
+func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, lookup *crLookup) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, bool, error) {
+	if lookup != nil {
 		store, ok, err := g.Indexes.CRs(ctx, gvk)
 		if meta.IsNoMatchError(err) {
 			return nil, nil, false, nil
@@ -262,17 +282,8 @@ func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, ui
 		if err != nil {
 			return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 		}
-		if ok && *lookup == nil {
-			if nodes, indexed := g.Indexes.Nodes(); indexed {
-				cp, err := controlPlaneNodes(nodes)
-				if err != nil {
-					return nil, nil, false, fmt.Errorf("reading the control-plane nodes' index: %w", err)
-				}
-				*lookup = &crLookup{uid: uid, selected: selected, controlPlane: cp}
-			}
-		}
-		if ok && *lookup != nil {
-			crs, err := (*lookup).read(store)
+		if ok {
+			crs, err := lookup.read(store)
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 			}
