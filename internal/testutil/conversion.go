@@ -26,17 +26,26 @@ import (
 // ConversionWebhook is a remediator's CRD conversion webhook for kinds whose versions share one
 // schema: it converts an object by rewriting its apiVersion (ConvertUnchanged). It serves TLS on
 // 127.0.0.1 with a certificate of its own, and can be stopped (the API server's conversions then
-// fail, as with a remediator whose webhook pod is down) and started again on the same address. The
-// broken-kind spec and the chaos world take it down across a leader change.
+// fail, as with a remediator whose webhook pod is down) and started again. The broken-kind spec and
+// the chaos world take it down across a leader change.
+//
+// It holds its port from NewConversionWebhook to Close, stopped or not: a port given back while
+// stopped is in the range the kernel hands out to outgoing connections, and one of the test's own
+// clients took it before Start could listen again (CI, 2026-11-30: "bind: address already in use").
+// Stopped, it closes every connection it holds and each one it accepts before a byte is read, so the
+// API server sees the webhook as unreachable, as it would a pod that is down.
 type ConversionWebhook struct {
 	addr  string
 	cert  tls.Certificate
 	caPEM []byte
+	l     net.Listener
+	srv   *http.Server
 
-	mu  sync.Mutex
-	srv *http.Server
-	// down is set while stopped: a connection the API server still holds gets errors too.
+	// down is set while stopped: a request on a connection that raced Stop gets an error too.
 	down atomic.Bool
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{} // the connections the server holds
 }
 
 // NewConversionWebhook returns a webhook on a free port of 127.0.0.1, started.
@@ -53,9 +62,39 @@ func NewConversionWebhook() (*ConversionWebhook, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &ConversionWebhook{cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-	return w, w.Start()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("the conversion webhook cannot listen: %w", err)
+	}
+	w := &ConversionWebhook{addr: l.Addr().String(), cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), conns: map[net.Conn]struct{}{}}
+	w.l = &gatedListener{Listener: l, down: &w.down}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/convert", func(rw http.ResponseWriter, req *http.Request) {
+		if w.down.Load() {
+			http.Error(rw, "the webhook is down", http.StatusServiceUnavailable)
+			return
+		}
+		ConvertUnchanged(rw, req)
+	})
+	// HTTP/1.1 only: closing a connection ends it (an HTTP/2 one multiplexes).
+	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+		ConnState: w.track}
+	go func() { _ = w.srv.ServeTLS(w.l, "", "") }()
+	return w, nil
+}
+
+// track keeps the set of connections the server holds, for Stop to close.
+func (w *ConversionWebhook) track(c net.Conn, state http.ConnState) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		w.conns[c] = struct{}{}
+	case http.StateClosed, http.StateHijacked:
+		delete(w.conns, c)
+	}
 }
 
 // Conversion is a CRD's conversion through the webhook.
@@ -66,56 +105,46 @@ func (w *ConversionWebhook) Conversion() *apiextensionsv1.CustomResourceConversi
 		ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: &url, CABundle: w.caPEM}}}
 }
 
-// Start serves on the webhook's address (a free one the first time).
+// Start serves again after Stop (NewConversionWebhook returns it started).
 func (w *ConversionWebhook) Start() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	addr := w.addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var l net.Listener
-	var err error
-	for range 50 { // the port of the stopped server may take a moment to be free again
-		if l, err = net.Listen("tcp", addr); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
-		return fmt.Errorf("the conversion webhook cannot listen on %s: %w", addr, err)
-	}
-	w.addr = l.Addr().String()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/convert", func(rw http.ResponseWriter, req *http.Request) {
-		if w.down.Load() {
-			http.Error(rw, "the webhook is down", http.StatusServiceUnavailable)
-			return
-		}
-		ConvertUnchanged(rw, req)
-	})
-	// HTTP/1.1 only: Close ends every connection (an HTTP/2 one could outlive it).
-	w.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{w.cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}}
 	w.down.Store(false)
-	go func(srv *http.Server) { _ = srv.ServeTLS(l, "", "") }(w.srv)
 	return nil
 }
 
-// Stop stops serving, and closes every connection the API server holds.
+// Stop stops serving: it closes every connection the API server holds, and every new one at once.
 func (w *ConversionWebhook) Stop() error {
+	w.down.Store(true)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for c := range w.conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// Close stops the webhook for good and gives its port back.
+func (w *ConversionWebhook) Close() error {
 	w.down.Store(true)
-	if w.srv == nil {
-		return nil
+	if err := w.srv.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
-	err := w.srv.Close()
-	w.srv = nil
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	return nil
+}
+
+// gatedListener closes each connection it accepts while down is set, before the server reads it.
+type gatedListener struct {
+	net.Listener
+	down *atomic.Bool
+}
+
+func (l *gatedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil || !l.down.Load() {
+			return c, err
+		}
+		_ = c.Close()
 	}
-	return err
 }
 
 // ConvertUnchanged answers a ConversionReview: every object in the desired version, unchanged

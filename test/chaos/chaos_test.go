@@ -249,7 +249,7 @@ func runChaos(t *testing.T, seed uint64, o options) checkerStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = conv.Stop() }()
+	defer func() { _ = conv.Close() }()
 
 	// API timestamps have second precision, and so does the fake clock.
 	clock := clocktesting.NewFakeClock(time.Now().Truncate(time.Second))

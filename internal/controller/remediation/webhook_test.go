@@ -8,11 +8,11 @@ import (
 )
 
 // newConversionWebhook returns a remediator's conversion webhook (testutil.ConversionWebhook),
-// started; it stops after the spec.
+// started; it is closed after the spec.
 func newConversionWebhook() *testutil.ConversionWebhook {
 	GinkgoHelper()
 	w, err := testutil.NewConversionWebhook()
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(func() { Expect(w.Stop()).To(Succeed()) })
+	DeferCleanup(func() { Expect(w.Close()).To(Succeed()) })
 	return w
 }
