@@ -12,17 +12,105 @@ tools_env() {
 # align_with <module-dir>... raises the current (scratch) module's requirements to the versions the
 # given modules select, then tidies: a module the scratch module does not use is dropped again, and a
 # version it needs higher than theirs stays. Staging modules the scratch module replaces keep their
-# replacement.
+# replacement, and a module it already requires (the tool's pin) keeps its version: the operator's
+# module graph holds etcd's server at the version k8s.io/apiserver names, and etcd was built at that
+# version, not the pinned one, until 2026-12 (go mod edit -require sets a version, it does not raise).
 align_with() {
-  local flags=()
+  local flags=() pinned
+  pinned=" $(go mod edit -json | sed -n '/"Require": \[/,/^	\]/s/.*"Path": "\(.*\)",*/\1/p' | tr '\n' ' ') "
   for dir in "$@"; do
     [ -f "$dir/go.mod" ] || continue
     # A module replaced by another version of itself counts at that version; one replaced by a folder
     # is left out.
     while read -r path version; do
-      [ -z "$version" ] || flags+=("-require=$path@$version")
+      [ -z "$version" ] || [[ "$pinned" == *" $path "* ]] || flags+=("-require=$path@$version")
     done < <(go -C "$dir" list -m -f '{{if not .Main}}{{.Path}} {{with .Replace}}{{if eq .Path $.Path}}{{.Version}}{{end}}{{else}}{{.Version}}{{end}}{{end}}' all)
   done
   [ ${#flags[@]} -eq 0 ] || go mod edit "${flags[@]}"
   go mod tidy
+}
+
+# The scratch modules. Each prepare_* function writes one into the current (empty) folder, resolved
+# from the Go module proxy and aligned with the given module folders; `make modules` runs them and
+# checks the results in under hack/modules, and use_module copies a checked-in one into the current
+# folder.
+
+# use_module <name> "<module> <version>" copies hack/modules/<name> here if its go.mod requires that
+# module at that version (a pin changed in the Makefile and not yet in hack/modules: it fails, and the
+# module is prepared from the proxy).
+use_module() {
+  local src
+  src="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/modules/$1"
+  [ -f "$src/go.sum" ] || return 1
+  # "<module> <version>" in the require block, or "require <module> <version>" on one line.
+  awk -v m="${2% *}" -v v="${2#* }" '($1==m && $2==v) || ($1=="require" && $2==m && $3==v) {f=1} END {exit !f}' "$src/go.mod" || return 1
+  echo ">> scratch module $1 from hack/modules/$1"
+  cp "$src"/* .
+}
+
+# prepare_controlplane <kubernetes-version> <staging-version> [<module-dir>...]
+prepare_controlplane() {
+  local kver=$1 stage=$2 modfile m
+  shift 2
+  echo ">> preparing scratch module for k8s.io/kubernetes $kver"
+  rm -f go.mod go.sum
+  go mod init local/k8s-controlplane >/dev/null 2>&1
+  go mod edit -require="k8s.io/kubernetes@$kver"
+  modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
+  # Every staging module k8s.io/kubernetes replaces with a local path gets the same module at $stage.
+  for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
+    go mod edit -replace="$m=$m@$stage"
+  done
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
+)
+GO
+  align_with "$@"
+}
+
+# prepare_etcd <etcd-version> [<module-dir>...]
+prepare_etcd() {
+  local ever=$1
+  shift
+  echo ">> preparing scratch module for etcd $ever"
+  rm -f go.mod go.sum
+  go mod init local/etcd >/dev/null 2>&1
+  cat > main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+  go mod edit -require="go.etcd.io/etcd/server/v3@$ever"
+  align_with "$@"
+}
+
+# prepare_kwok <kwok-version> [<module-dir>...]
+prepare_kwok() {
+  local ver=$1
+  shift
+  echo ">> preparing scratch module for kwok $ver"
+  rm -f go.mod go.sum
+  go mod init local/kwok >/dev/null 2>&1
+  cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "sigs.k8s.io/kwok/cmd/kwok"
+GO
+  go mod edit -require="sigs.k8s.io/kwok@$ver"
+  align_with "$@"
 }

@@ -8,7 +8,9 @@
 # scratch modules use the operator's versions of the modules they share, and every binary builds
 # with the operator's settings (hack/align.sh): a cold machine compiles k8s.io/api, client-go and the
 # rest once for the control plane and the operator. The three Kubernetes binaries build in one `go
-# build` (their links run side by side, 2-3 GB each).
+# build` (their links run side by side, 2-3 GB each). The scratch modules' go.mod and go.sum are
+# checked in (hack/modules, `make modules` writes them): a cold machine downloads what they list in
+# parallel instead of resolving the module graph one request at a time.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,29 +33,7 @@ done
 
 if [ ${#need[@]} -gt 0 ]; then
   cd "$work/k8s"
-  if [ ! -f go.sum ]; then
-    echo ">> preparing scratch module for k8s.io/kubernetes $kver"
-    rm -f go.mod
-    go mod init local/k8s-controlplane >/dev/null 2>&1
-    go mod edit -require="k8s.io/kubernetes@$kver"
-    modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-    # Every staging module k8s.io/kubernetes replaces with a local path gets the same module at $stage.
-    for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
-      go mod edit -replace="$m=$m@$stage"
-    done
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-    align_with ${root:+"$root"}
-  fi
+  [ -f go.sum ] || use_module controlplane "k8s.io/kubernetes $kver" || prepare_controlplane "$kver" "$stage" ${root:+"$root"}
   ld="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
@@ -67,24 +47,7 @@ fi
 
 if [ ! -x "$dest/etcd" ]; then
   cd "$work/etcd"
-  if [ ! -f go.sum ]; then
-    echo ">> preparing scratch module for etcd $ever"
-    rm -f go.mod
-    go mod init local/etcd >/dev/null 2>&1
-    cat > main.go <<'GO'
-package main
-
-import (
-	"os"
-
-	"go.etcd.io/etcd/server/v3/etcdmain"
-)
-
-func main() { etcdmain.Main(os.Args) }
-GO
-    go mod edit -require="go.etcd.io/etcd/server/v3@$ever"
-    align_with ${root:+"$root"}
-  fi
+  [ -f go.sum ] || use_module etcd "go.etcd.io/etcd/server/v3 $ever" || prepare_etcd "$ever" ${root:+"$root"}
   echo ">> building etcd $ever"
   go build -ldflags "-s -w" -o "$dest/etcd.tmp" .
   mv "$dest/etcd.tmp" "$dest/etcd"

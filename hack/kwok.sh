@@ -25,19 +25,7 @@ if [ ! -x "$dest/kwok" ]; then
   work="$dest/.src"
   mkdir -p "$work"
   cd "$work"
-  if [ ! -f go.sum ]; then
-    rm -f go.mod
-    go mod init local/kwok >/dev/null 2>&1
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import _ "sigs.k8s.io/kwok/cmd/kwok"
-GO
-    go mod edit -require="sigs.k8s.io/kwok@$ver"
-    align_with ${align[@]+"${align[@]}"}
-  fi
+  [ -f go.sum ] || use_module kwok "sigs.k8s.io/kwok $ver" || prepare_kwok "$ver" ${align[@]+"${align[@]}"}
   go build -ldflags "-s -w" -o "$dest/kwok.tmp" sigs.k8s.io/kwok/cmd/kwok
   mv "$dest/kwok.tmp" "$dest/kwok"
   cd - >/dev/null
