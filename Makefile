@@ -297,9 +297,7 @@ MANAGER_INPUTS := $(filter-out cmd/imagebuild/% internal/plumbing/imagebuild/% c
 IMAGE_BINARIES := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager)
 # A CycloneDX SBOM of each platform's manager, stored in the layout as an OCI 1.1 artifact whose
 # subject is that platform's image (test/image checks it against the binary's build information).
-# The image for this machine alone, which `make test` runs, has none (IMAGE_SBOMS=): its tests read
-# the manager binary, and a cold machine builds cyclonedx-gomod for `make image` and the release only.
-IMAGE_SBOMS ?= $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
+IMAGE_SBOMS := $(foreach p,$(PLATFORMS),$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
 # Rebuilds the image (not the binaries) when the commit changes.
 IMAGE_LABELS_STAMP := $(LOCALBIN)/platforms/labels
 
@@ -318,14 +316,14 @@ HOST_IMAGE_LAYOUT := $(LOCALBIN)/image-$(subst /,-,$(HOST_PLATFORM))
 .PHONY: image-host
 image-host: ## Build the image for this machine's platform alone into bin/image-linux-<arch> (what `make test` runs).
 	@$(MAKE) --no-print-directory image PLATFORMS=$(HOST_PLATFORM) IMAGE_LAYOUT=$(HOST_IMAGE_LAYOUT) \
-		IMAGE_TARBALL=$(HOST_IMAGE_LAYOUT).oci.tar IMAGE_SBOMS=
+		IMAGE_TARBALL=$(HOST_IMAGE_LAYOUT).oci.tar
 
 $(IMAGE_LAYOUT)/index.json: $(IMAGE_BINARIES) $(IMAGE_SBOMS) $(IMAGE_LABELS_STAMP) $(IMAGE_INPUTS)
 	$(GO_ENV) go run ./cmd/imagebuild build --out $(IMAGE_LAYOUT) --tarball $(IMAGE_TARBALL) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) \
 		--source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --description "Node Healthcheck operator" \
 		$(foreach p,$(PLATFORMS),--binary $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager) \
-		$(foreach s,$(IMAGE_SBOMS),--sbom $(subst -,/,$(notdir $(patsubst %/,%,$(dir $(s)))))=$(s))
+		$(foreach p,$(PLATFORMS),--sbom $(p)=$(LOCALBIN)/platforms/$(subst /,-,$(p))/manager.cdx.json)
 
 # The SBOM is read from the binary's build information (`go version -m`: the modules linked in, with
 # their checksums), for its platform; no serial number or timestamp, so a binary gives the same SBOM.
@@ -390,10 +388,6 @@ controlplane: $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd ## Bui
 
 $(CONTROLPLANE_DIR)/kube-apiserver $(CONTROLPLANE_DIR)/etcd:
 	hack/controlplane.sh $(CONTROLPLANE_DIR) $(KUBERNETES_VERSION) $(ETCD_VERSION) $(CURDIR)
-
-.PHONY: modules
-modules: ## Resolve the tools' scratch modules (control plane, etcd, kwok) anew, aligned with go.mod, into hack/modules (after a change of go.mod or of a pinned version; commit the result).
-	hack/modules.sh $(KUBERNETES_VERSION) $(ETCD_VERSION) $(KWOK_VERSION)
 
 .PHONY: kwok
 kwok: ## Build kwok (simulated nodes) into bin/kwok once, and its stages (again when hack/kwok.sh revises them).
