@@ -101,15 +101,20 @@ type results struct {
 	} `json:"recovery"`
 	// RawCreates: a lease and a CR for as many nodes as the 30% failure's CRs, created by a plain
 	// client (rawCreates): the API server's own rate for remediation starts in this run.
-	RawCreates struct {
-		N         int     `json:"n"`
-		Workers   int     `json:"workers"`
-		Seconds   float64 `json:"seconds"`
-		PerSecond float64 `json:"perSecond"`
-	} `json:"rawCreates"`
+	RawCreates rawStarts `json:"rawCreates"`
+	// OnePercentRawCreates: the same for as many nodes as the 1% failure's.
+	OnePercentRawCreates rawStarts `json:"onePercentRawCreates"`
 	// Incident is the 30% failure and its recovery per failed node (issue 27).
 	Incident incident `json:"incident"`
 	Targets  []target `json:"targets"`
+}
+
+// rawStarts is a plain client's remediation starts (rawCreates): n leases and CRs, by workers.
+type rawStarts struct {
+	N         int     `json:"n"`
+	Workers   int     `json:"workers"`
+	Seconds   float64 `json:"seconds"`
+	PerSecond float64 `json:"perSecond"`
 }
 
 // incident is what the 30% failure (phase 3) and its recovery (phase 4) cost, per failed node.
