@@ -2,9 +2,10 @@
 #
 # Everything a fresh machine needs is built from the Go module proxy and cached under bin/
 # (git-ignored): the control plane for envtest (kube-apiserver, kube-controller-manager, kubectl, etcd),
-# kwok and controller-gen, with the operator's build settings and module versions (hack/align.sh). The
-# first run takes about 20 minutes on 2 cores, 15 of them Kubernetes' own compile (docs/e2e.md); later
-# runs reuse the cache.
+# kwok and controller-gen, with the operator's build settings and module versions (hack/align.sh), in
+# the scratch modules checked in under hack/modules (`make modules`). The first `make demo` takes
+# about 8 minutes on 2 cores, 6 of them Kubernetes' own compile (docs/e2e.md; twice that on a slower
+# machine); later runs reuse the cache.
 
 SHELL := /usr/bin/env bash -o pipefail
 .SHELLFLAGS := -ec
