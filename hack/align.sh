@@ -48,30 +48,46 @@ use_module() {
   cp "$src"/* .
 }
 
-# prepare_controlplane <kubernetes-version> <staging-version> [<module-dir>...]
-prepare_controlplane() {
-  local kver=$1 stage=$2 modfile m
-  shift 2
+# kubernetes_module <module-name> <kubernetes-version> <staging-version> <command>... writes, into the
+# current folder, a module that requires k8s.io/kubernetes at that version and builds the named
+# commands of k8s.io/kubernetes/cmd (a tools.go imports them): `go install k8s.io/kubernetes/cmd/...`
+# fails because its go.mod replaces every staging module with a local path, so every module it
+# replaces is replaced here with the same module at the staging version (../shared/toolchain.md).
+# hack/node.sh builds the node's binaries in one too.
+kubernetes_module() {
+  local name=$1 kver=$2 stage=$3 modfile m c
+  shift 3
   echo ">> preparing scratch module for k8s.io/kubernetes $kver"
   rm -f go.mod go.sum
-  go mod init local/k8s-controlplane >/dev/null 2>&1
+  go mod init "$name" >/dev/null 2>&1
   go mod edit -require="k8s.io/kubernetes@$kver"
   modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-  # Every staging module k8s.io/kubernetes replaces with a local path gets the same module at $stage.
   for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
     go mod edit -replace="$m=$m@$stage"
   done
-  cat > tools.go <<'GO'
-//go:build tools
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for c in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done
+    printf ')\n'
+  } > tools.go
+}
 
-package tools
+# kubernetes_ldflags <kubernetes-version> prints the linker flags that stamp a Kubernetes binary's
+# version (`kube-apiserver --version`, the API server's /version), stripped.
+kubernetes_ldflags() {
+  local kver=$1 minor p ld="-s -w"
+  minor=$(echo "$kver" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  echo "$ld"
+}
 
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
+# prepare_controlplane <kubernetes-version> <staging-version> [<module-dir>...]
+prepare_controlplane() {
+  local kver=$1 stage=$2
+  shift 2
+  kubernetes_module local/k8s-controlplane "$kver" "$stage" kube-apiserver kube-controller-manager kubectl
   align_with "$@"
 }
 

@@ -22,7 +22,6 @@ root=${4:-}
 [ -z "$root" ] || root=$(cd "$root" && pwd)
 tools_env
 stage="v0.${kver#v1.}"   # v1.37.2 -> v0.37.2, the staging modules' matching version
-minor=$(echo "$kver" | cut -d. -f2)
 work="$dest/.src"
 mkdir -p "$work/k8s" "$work/etcd"
 
@@ -34,10 +33,7 @@ done
 if [ ${#need[@]} -gt 0 ]; then
   cd "$work/k8s"
   [ -f go.sum ] || use_module controlplane "k8s.io/kubernetes $kver" || prepare_controlplane "$kver" "$stage" ${root:+"$root"}
-  ld="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-  done
+  ld=$(kubernetes_ldflags "$kver")
   echo ">> building ${need[*]} $kver (minutes on a cold cache)"
   rm -rf "$dest/.tmp" && mkdir -p "$dest/.tmp"
   go build -ldflags "$ld" -o "$dest/.tmp/" "${need[@]/#/k8s.io/kubernetes/cmd/}"

@@ -22,8 +22,10 @@ rver=${4:?runc version, e.g. v1.5.2}
 nver=${5:?CNI plugins version, e.g. v1.10.0}
 tver=${6:?cri-tools version, e.g. v1.37.0}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# kubernetes_module, kubernetes_ldflags (not tools_env: the node's binaries keep cgo, for runc's seccomp
+# and the kubelet's own).
+. "$repo/hack/align.sh"
 stage="v0.${kver#v1.}"
-minor=$(echo "$kver" | cut -d. -f2)
 mkdir -p "$dest/.versions" "$dest/.src" "$dest/cni"
 
 # current <binary> <version>: the binary exists and was built at this version.
@@ -49,31 +51,10 @@ if [ ${#need[@]} -gt 0 ]; then
   work="$dest/.src/k8s-$kver"
   mkdir -p "$work" && cd "$work"
   if [ ! -f go.sum ]; then
-    echo ">> preparing scratch module for k8s.io/kubernetes $kver"
-    rm -f go.mod
-    go mod init local/k8s-node >/dev/null 2>&1
-    go mod edit -require="k8s.io/kubernetes@$kver"
-    modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
-    for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
-      go mod edit -replace="$m=$m@$stage"
-    done
-    cat > tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-GO
+    kubernetes_module local/k8s-node "$kver" "$stage" kube-proxy kube-scheduler kubelet
     go mod tidy
   fi
-  ld="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
-  done
+  ld=$(kubernetes_ldflags "$kver")
   for b in "${need[@]}"; do
     echo ">> building $b $kver (minutes on a cold cache)"
     SECONDS=0
