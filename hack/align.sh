@@ -48,6 +48,15 @@ use_module() {
   cp "$src"/* .
 }
 
+# new_module <module-name> <module>@<version> starts a scratch module in the current folder that
+# requires the tool's module at its pinned version.
+new_module() {
+  echo ">> preparing scratch module for ${2%@*} ${2#*@}"
+  rm -f go.mod go.sum
+  go mod init "$1" >/dev/null 2>&1
+  go mod edit -require="$2"
+}
+
 # kubernetes_module <module-name> <kubernetes-version> <staging-version> <command>... writes, into the
 # current folder, a module that requires k8s.io/kubernetes at that version and builds the named
 # commands of k8s.io/kubernetes/cmd (a tools.go imports them): `go install k8s.io/kubernetes/cmd/...`
@@ -57,10 +66,7 @@ use_module() {
 kubernetes_module() {
   local name=$1 kver=$2 stage=$3 modfile m c
   shift 3
-  echo ">> preparing scratch module for k8s.io/kubernetes $kver"
-  rm -f go.mod go.sum
-  go mod init "$name" >/dev/null 2>&1
-  go mod edit -require="k8s.io/kubernetes@$kver"
+  new_module "$name" "k8s.io/kubernetes@$kver"
   modfile=$(go mod download -json "k8s.io/kubernetes@$kver" | sed -n 's/.*"GoMod": "\(.*\)",*/\1/p')
   for m in $(awk '/^replace \(/{r=1;next} r&&/^\)/{r=0} r&&/=>/{print $1}' "$modfile"); do
     go mod edit -replace="$m=$m@$stage"
@@ -95,9 +101,7 @@ prepare_controlplane() {
 prepare_etcd() {
   local ever=$1
   shift
-  echo ">> preparing scratch module for etcd $ever"
-  rm -f go.mod go.sum
-  go mod init local/etcd >/dev/null 2>&1
+  new_module local/etcd "go.etcd.io/etcd/server/v3@$ever"
   cat > main.go <<'GO'
 package main
 
@@ -109,7 +113,6 @@ import (
 
 func main() { etcdmain.Main(os.Args) }
 GO
-  go mod edit -require="go.etcd.io/etcd/server/v3@$ever"
   align_with "$@"
 }
 
@@ -117,9 +120,7 @@ GO
 prepare_kwok() {
   local ver=$1
   shift
-  echo ">> preparing scratch module for kwok $ver"
-  rm -f go.mod go.sum
-  go mod init local/kwok >/dev/null 2>&1
+  new_module local/kwok "sigs.k8s.io/kwok@$ver"
   cat > tools.go <<'GO'
 //go:build tools
 
@@ -127,6 +128,5 @@ package tools
 
 import _ "sigs.k8s.io/kwok/cmd/kwok"
 GO
-  go mod edit -require="sigs.k8s.io/kwok@$ver"
   align_with "$@"
 }
