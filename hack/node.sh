@@ -22,8 +22,8 @@ rver=${4:?runc version, e.g. v1.5.2}
 nver=${5:?CNI plugins version, e.g. v1.10.0}
 tver=${6:?cri-tools version, e.g. v1.37.0}
 repo=$(cd "$(dirname "$0")/.." && pwd)
-# kubernetes_module, kubernetes_ldflags (not tools_env: the node's binaries keep cgo, for runc's seccomp
-# and the kubelet's own).
+# kubernetes_module and kubernetes_ldflags; not tools_env: the node's binaries keep their own build
+# settings (runc needs cgo for seccomp).
 . "$repo/hack/align.sh"
 stage="v0.${kver#v1.}"
 mkdir -p "$dest/.versions" "$dest/.src" "$dest/cni"
