@@ -74,8 +74,14 @@ func ClaimOf(annotations map[string]string) (Claim, bool) {
 		Cluster: annotations[ClusterAPIClusterNameAnnotation]}, true
 }
 
-// validName reports whether a namespace and a name can name an object.
+// validName reports whether a namespace and a name can name an object. Most nodes carry no claim:
+// an empty part is refused before the validation, whose refusal builds an error message (every
+// decision asks for every selected node: at 5,000 nodes those messages were 15% of the manager's
+// allocations).
 func validName(namespace, name string) bool {
+	if namespace == "" || name == "" {
+		return false
+	}
 	return len(validation.IsDNS1123Label(namespace)) == 0 && len(validation.IsDNS1123Subdomain(name)) == 0
 }
 

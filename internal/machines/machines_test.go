@@ -48,6 +48,15 @@ func TestClaimOf(t *testing.T) {
 	}
 }
 
+// A node without a claim, as most are, costs a decision no allocation (the decisions ask for every
+// selected node).
+func TestClaimOfANodeWithoutAClaimAllocatesNothing(t *testing.T) {
+	annotations := map[string]string{"node.alpha.kubernetes.io/ttl": "0", ClusterAPIClusterNameAnnotation: "c1"}
+	if allocs := testing.AllocsPerRun(100, func() { ClaimOf(annotations) }); allocs != 0 {
+		t.Errorf("ClaimOf of a node without a claim: %v allocations, want 0", allocs)
+	}
+}
+
 func TestVerify(t *testing.T) {
 	openshift := Claim{Kind: openShiftMachine, Annotation: OpenShiftMachineAnnotation, Namespace: "ns", Name: "m"}
 	capi := Claim{Kind: clusterapi.Machine, Annotation: ClusterAPIMachineAnnotation, Namespace: "ns", Name: "m", Cluster: "c1"}
