@@ -11,7 +11,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -268,7 +270,7 @@ func (r *Reconciler) leaseNamespace() string {
 // controllers read it: the status writer reports what holds a node back from the same leases the
 // remediation controller takes.
 func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+	c, err := cache.New(mgr.GetConfig(), cache.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: leaseMapper(),
 		DefaultNamespaces: map[string]cache.Config{namespace: {}}, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("creating the node lease cache: %w", err)
@@ -277,6 +279,17 @@ func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 		return nil, fmt.Errorf("adding the node lease cache: %w", err)
 	}
 	return c, nil
+}
+
+// leaseMapper maps Leases, and nothing else, for the lease cache. A cache of one namespace asks its
+// mapper on every read whether the kind is namespaced; the manager's discovery-backed mapper answers
+// by asking each API group in turn, which allocates an error for each group that does not serve the
+// kind: the lease waits after every write (awaitLease) made that 12% of the manager's allocations at
+// 5,000 nodes. A read of another kind through the lease cache fails with a no-match error.
+func leaseMapper() meta.RESTMapper {
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{coordinationv1.SchemeGroupVersion})
+	m.Add(coordinationv1.SchemeGroupVersion.WithKind("Lease"), meta.RESTScopeNamespace)
+	return m
 }
 
 // getLease reads the node's lease; nil when there is none. fresh reads around the cache, otherwise

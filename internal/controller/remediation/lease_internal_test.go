@@ -6,9 +6,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
@@ -59,5 +63,31 @@ func TestTakeLeaseKeepsTheStepItWasTakenFor(t *testing.T) {
 	}
 	if !stored.Spec.AcquireTime.Time.Equal(next) {
 		t.Fatalf("acquireTime %v, want the next step's start %v", stored.Spec.AcquireTime, next)
+	}
+}
+
+// The lease cache's mapper maps Leases as namespaced, in coordination.k8s.io/v1, cheaply (the cache
+// asks on every read), and refuses every other kind.
+func TestLeaseMapperMapsLeasesAlone(t *testing.T) {
+	m := leaseMapper()
+	gvk := coordinationv1.SchemeGroupVersion.WithKind("Lease")
+	mapping, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil || mapping.Resource != coordinationv1.SchemeGroupVersion.WithResource("leases") || mapping.Scope.Name() != meta.RESTScopeNameNamespace {
+		t.Fatalf("the Lease mapping: %+v, %v; want leases, namespaced", mapping, err)
+	}
+	lease := &coordinationv1.Lease{}
+	scheme := runtime.NewScheme()
+	if err := coordinationv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if namespaced, err := apiutil.IsObjectNamespaced(lease, scheme, m); err != nil || !namespaced {
+			t.Fatalf("IsObjectNamespaced(Lease) = %t, %v", namespaced, err)
+		}
+	}); allocs > 4 {
+		t.Errorf("a lease cache read asks the mapper with %v allocations, want at most 4", allocs)
+	}
+	if _, err := m.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); !meta.IsNoMatchError(err) {
+		t.Errorf("a ConfigMap through the lease mapper: %v, want a no-match error", err)
 	}
 }
