@@ -285,10 +285,14 @@ func NewLeaseCache(mgr ctrl.Manager, namespace string) (cache.Cache, error) {
 // mapper on every read whether the kind is namespaced; the manager's discovery-backed mapper answers
 // by asking each API group in turn, which allocates an error for each group that does not serve the
 // kind: the lease waits after every write (awaitLease) made that 12% of the manager's allocations at
-// 5,000 nodes. A read of another kind through the lease cache fails with a no-match error.
+// 5,000 nodes. It maps Lease and LeaseList; a read of another kind through the lease cache fails
+// with a no-match error.
 func leaseMapper() meta.RESTMapper {
 	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{coordinationv1.SchemeGroupVersion})
 	m.Add(coordinationv1.SchemeGroupVersion.WithKind("Lease"), meta.RESTScopeNamespace)
+	// A list is mapped by its own kind (apiutil.IsObjectNamespaced): without it, every List of the
+	// lease cache fails (the sweep of leases left by an earlier run, releaseLeftLeases).
+	m.Add(coordinationv1.SchemeGroupVersion.WithKind("LeaseList"), meta.RESTScopeNamespace)
 	return m
 }
 

@@ -66,8 +66,8 @@ func TestTakeLeaseKeepsTheStepItWasTakenFor(t *testing.T) {
 	}
 }
 
-// The lease cache's mapper maps Leases as namespaced, in coordination.k8s.io/v1, cheaply (the cache
-// asks on every read), and refuses every other kind.
+// The lease cache's mapper maps Leases and their lists as namespaced, in coordination.k8s.io/v1,
+// cheaply (the cache asks on every read), and refuses every other kind.
 func TestLeaseMapperMapsLeasesAlone(t *testing.T) {
 	m := leaseMapper()
 	gvk := coordinationv1.SchemeGroupVersion.WithKind("Lease")
@@ -86,6 +86,9 @@ func TestLeaseMapperMapsLeasesAlone(t *testing.T) {
 		}
 	}); allocs > 4 {
 		t.Errorf("a lease cache read asks the mapper with %v allocations, want at most 4", allocs)
+	}
+	if namespaced, err := apiutil.IsObjectNamespaced(&coordinationv1.LeaseList{}, scheme, m); err != nil || !namespaced {
+		t.Errorf("IsObjectNamespaced(LeaseList) = %t, %v; the lease cache's List asks it", namespaced, err)
 	}
 	if _, err := m.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); !meta.IsNoMatchError(err) {
 		t.Errorf("a ConfigMap through the lease mapper: %v, want a no-match error", err)

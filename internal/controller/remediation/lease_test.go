@@ -73,6 +73,24 @@ var _ = Describe("Node leases", func() {
 		Eventually(nodeLease(ctx, sick.Name)).Should(BeNil())
 	})
 
+	It("releases, after a leader change, a lease the old leader left on a node whose CR went while no leader ran", func(ctx SpecContext) {
+		group, sick := workers(ctx)
+		e.NewNHC(ctx, group)
+		Eventually(e.TestCRs(ctx, sick.Name)).Should(HaveLen(1))
+		Eventually(nodeLease(ctx, sick.Name)).ShouldNot(BeNil())
+		e.Restart(func(ctx context.Context, c client.Client) {
+			// No leader sees the node come back and its remediator delete its CR: only the new
+			// leader's sweep of the leases its NodeHealthChecks hold (a List of the lease cache) can
+			// find the lease.
+			e.SetReady(ctx, sick, corev1.ConditionTrue, 0)
+			for _, cr := range e.TestCRs(ctx, sick.Name)() {
+				Expect(c.Delete(ctx, &cr)).To(Succeed())
+			}
+			Eventually(e.TestCRs(ctx, sick.Name)).Should(BeEmpty())
+		})
+		Eventually(nodeLease(ctx, sick.Name)).Should(BeNil(), "the new leader released the lease the old one left")
+	})
+
 	It("waits while another party holds a valid lease on the node, and remediates once it expires", func(ctx SpecContext) {
 		group, sick := workers(ctx)
 		// Due when the foreign lease has a second left (with one more healthy node for the budget):
