@@ -157,11 +157,16 @@ type auditCounts struct {
 	Watches requestCounts `json:"watches"`
 	// LeaderElection are the leader election Lease's requests, by verb.
 	LeaderElection requestCounts `json:"leaderElection"`
+	// NodeEvents are the writes of events regarding a Node (issue 35's), by verb: also counted in
+	// Requests.
+	NodeEvents requestCounts `json:"nodeEvents,omitempty"`
 }
 
-// count buckets the manager's audit events between from and to.
-func count(events []localcluster.AuditEvent, from, to time.Time) auditCounts {
-	c := auditCounts{Requests: requestCounts{}, Watches: requestCounts{}, LeaderElection: requestCounts{}}
+// count buckets the manager's audit events between from and to. An event write regards a Node when
+// isNode says so of the name it regards: the one its own name starts with (client-go's event
+// recorders name an event "<regarding>.<time in hex>").
+func count(events []localcluster.AuditEvent, from, to time.Time, isNode func(name string) bool) auditCounts {
+	c := auditCounts{Requests: requestCounts{}, Watches: requestCounts{}, LeaderElection: requestCounts{}, NodeEvents: requestCounts{}}
 	for _, e := range events {
 		if e.StageTimestamp.Before(from) || !e.StageTimestamp.Before(to) {
 			continue
@@ -183,9 +188,22 @@ func count(events []localcluster.AuditEvent, from, to time.Time) auditCounts {
 			c.LeaderElection[e.Verb]++
 		default:
 			c.Requests[e.Verb+" "+resource]++
+			if resource == "events" && isWrite(e.Verb) {
+				if regarding, _, ok := cutLast(e.ObjectRef.Name, "."); ok && isNode(regarding) {
+					c.NodeEvents[e.Verb]++
+				}
+			}
 		}
 	}
 	return c
+}
+
+// cutLast slices s around the last instance of sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
 
 // uncachedReads are the GETs and LISTs of nodes and leases among the requests.

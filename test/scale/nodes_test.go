@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,12 @@ type nodes struct {
 func poolName(p int) string { return fmt.Sprintf("p%02d", p) }
 
 func nodeName(pool, i int) string { return fmt.Sprintf("scale-%s-%03d", poolName(pool), i) }
+
+// nodeNameRE matches what nodeName returns (and not a pool's NodeHealthCheck, scale-pNN).
+var nodeNameRE = regexp.MustCompile(`^scale-p[0-9]+-[0-9]+$`)
+
+// isNodeName tells a name nodeName returns.
+func isNodeName(name string) bool { return nodeNameRE.MatchString(name) }
 
 // parallel runs do for each item with workers goroutines and returns the first error.
 func parallel(items []string, workers int, do func(string) error) error {

@@ -66,8 +66,11 @@ type results struct {
 		CRLatency latencies `json:"crLatency"`
 		// RequestsPerFailure: the manager's requests (no watches, no leader election) from the failures
 		// until every CR exists (and 2s more), per failure; events included.
-		RequestsPerFailure             float64 `json:"requestsPerFailure"`
-		EventsPerFailure               float64 `json:"eventsPerFailure"`
+		RequestsPerFailure float64 `json:"requestsPerFailure"`
+		EventsPerFailure   float64 `json:"eventsPerFailure"`
+		// NodeEventsPerFailure are those of the events that regard the failed Node (issue 35's,
+		// so that `kubectl describe node` shows its remediation): the rest regard its NodeHealthCheck.
+		NodeEventsPerFailure           float64 `json:"nodeEventsPerFailure"`
 		RequestsPerFailureWithRecovery float64 `json:"requestsPerFailureWithRecovery"`
 		// Recovery is the recovery of those nodes, until their CRs are gone.
 		Recovery cost `json:"recovery"`
@@ -192,7 +195,11 @@ func (r *results) targets() {
 		// Issue 36 sets it at 25,000 nodes; growth per node beyond 5,000: bench-compare.
 		add("manager RSS, MiB (max over the phases)", "<= 250", rss, rss <= 250)
 	}
-	add("API requests per remediated node incl. events (1% failing, until remediated)", "<= 6", r.OnePercent.RequestsPerFailure, r.OnePercent.RequestsPerFailure <= 6)
+	// Issue 15's bound (6) holds every request but the event regarding the Node that issue 35 added
+	// for each start, which has a bound of its own.
+	beside := round(r.OnePercent.RequestsPerFailure - r.OnePercent.NodeEventsPerFailure)
+	add("API requests per remediated node incl. events, besides the event regarding the Node (1% failing, until remediated)", "<= 6", beside, beside <= 6)
+	add("events regarding the Node per remediated node (issue 35; 1% failing, until remediated)", "<= 1", r.OnePercent.NodeEventsPerFailure, r.OnePercent.NodeEventsPerFailure <= 1)
 	add("uncached reads (GET/LIST nodes, leases) per second while remediations run (max of phases 2-4)", "0", uncached, uncached == 0)
 	if r.Scenario.Nodes <= 5000 {
 		add("status lists every unhealthy node after the deadline, 30% failing, s (max over pools)", "<= 5", r.Outage.StatusListedAfterDeadlineMax, r.Outage.StatusListedAfterDeadlineMax <= 5)

@@ -769,7 +769,7 @@ func (b *bench) audit(res *results) {
 	for name, c := range map[string]*cost{"steady": &res.Steady.cost, "onePercent": &res.OnePercent.cost,
 		"onePercentRecovery": &res.OnePercent.Recovery, "outage": &res.Outage.cost, "recovery": &res.Recovery.cost} {
 		w := b.windows[name]
-		c.API = count(log, w[0], w[1])
+		c.API = count(log, w[0], w[1], isNodeName)
 		c.UncachedReads = uncachedReads(c.API.Requests)
 		c.UncachedReadsPerSecond = round(float64(c.UncachedReads) / c.Seconds)
 		b.logf("Audit %s (%.1fs): requests %v; watches %v; leader election %v", name, c.Seconds, c.API.Requests, c.API.Watches, c.API.LeaderElection)
@@ -777,9 +777,10 @@ func (b *bench) audit(res *results) {
 	r := &res.OnePercent
 	r.RequestsPerFailure = round(float64(r.API.Requests.total()) / float64(r.Failures))
 	r.EventsPerFailure = round(float64(events(r.API.Requests)) / float64(r.Failures))
+	r.NodeEventsPerFailure = round(float64(r.API.NodeEvents.total()) / float64(r.Failures))
 	r.RequestsPerFailureWithRecovery = round(float64(r.API.Requests.total()+r.Recovery.API.Requests.total()) / float64(r.Failures))
-	b.logf("Audit: steady %v; per failure %.2f requests (%.2f events), %.2f with the recovery: %v then %v",
-		res.Steady.API.Requests, r.RequestsPerFailure, r.EventsPerFailure, r.RequestsPerFailureWithRecovery, r.API.Requests, r.Recovery.API.Requests)
+	b.logf("Audit: steady %v; per failure %.2f requests (%.2f events, %.2f of them regarding the Node), %.2f with the recovery: %v then %v",
+		res.Steady.API.Requests, r.RequestsPerFailure, r.EventsPerFailure, r.NodeEventsPerFailure, r.RequestsPerFailureWithRecovery, r.API.Requests, r.Recovery.API.Requests)
 	res.incidentCosts()
 	in := res.Incident
 	b.logf("Incident (%d failed nodes): %.2f writes and %.2f reads (%.2f but template GETs and discovery) per failed node; failure: %d writes, %d events, %.1f status writes per NodeHealthCheck, per failed node %v %v; recovery: %d writes, %d events, %.1f status writes per NodeHealthCheck, per failed node %v %v",
