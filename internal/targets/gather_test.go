@@ -142,8 +142,24 @@ func TestRead(t *testing.T) {
 				ask, counting.nodeLists, templates.gets, read, starts(s), s.Problem, lists, want, ask)
 		}
 	}
+	// A CR this process created that the cache does not show yet counts from its record (a start
+	// does not wait for the cache, Gatherer.Created): the next decision starts no second
+	// remediation of w2, and lists the recorded CR as the node's.
+	recorded := testCR(t, ours, "w2")
+	recorded.SetUID("recorded")
+	recorded.SetCreationTimestamp(metav1.NewTime(now))
+	lazy.Created(&recorded)
+	s, err := lazy.Gather(ctx, ours, now, Options{Mode: Acting, Templates: &strategyTemplates{strategy: "reboot"}, TemplatesIf: starts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crs := s.CRs["w2"]; starts(s) || len(crs) != 1 || crs[0].GetUID() != "recorded" {
+		t.Errorf("with w2's CR recorded, not in the cache: w2 started %v, its CRs %v; want no start, the recorded CR", starts(s), crs)
+	}
+	lazy.Forget("recorded")
+
 	counting.nodeLists = 0
-	s, err := lazy.Gather(ctx, ours, now, Options{Mode: Acting, Templates: k8s, TemplatesIf: starts}) // the template does not exist
+	s, err = lazy.Gather(ctx, ours, now, Options{Mode: Acting, Templates: k8s, TemplatesIf: starts}) // the template does not exist
 	if err != nil {
 		t.Fatal(err)
 	}

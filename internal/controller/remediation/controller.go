@@ -127,6 +127,9 @@ type Reconciler struct {
 	// leftLeases holds "<nhc uid>/<node>" -> node for leases that may still be ours after their
 	// remediation ended; sweptLeases the NodeHealthChecks whose leases were listed once.
 	leftLeases, sweptLeases sync.Map
+	// leaseWrites holds, per lease (client.ObjectKey), a channel closed once the lease cache shows
+	// this process's last write of it (leaseShown).
+	leaseWrites sync.Map
 	// controlPlane serializes the starts of control-plane remediations across NodeHealthChecks
 	// reconciled at once (controlPlaneStart).
 	controlPlane sync.Mutex

@@ -2,10 +2,13 @@ package remediation
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -93,4 +96,60 @@ func TestLeaseMapperMapsLeasesAlone(t *testing.T) {
 	if _, err := m.RESTMapping(schema.GroupKind{Kind: "ConfigMap"}, "v1"); !meta.IsNoMatchError(err) {
 		t.Errorf("a ConfigMap through the lease mapper: %v, want a no-match error", err)
 	}
+}
+
+// A lease this process wrote is read through the cache only once the cache shows the write: the
+// start creates its CR while the lease cache catches up (leaseShown), and a read of the node's lease
+// meanwhile (a refused create releasing it, say) waits for it instead of finding no lease and
+// leaving the new one to expire.
+func TestGetLeaseWaitsForTheCacheToShowOurWrite(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	nhc := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "workers", UID: "uid"}}
+	api := fake.NewClientBuilder().WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node", UID: "node-uid"}}).Build()
+	// The lease cache shows the API server's lease from the second time the write's wait (the
+	// only reader with a deadline: wait.PollUntilContextTimeout's) asks for it.
+	var mu sync.Mutex
+	var reads []string
+	waitReads := 0
+	cache := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			mu.Lock()
+			_, fromTheWait := ctx.Deadline()
+			if fromTheWait {
+				if waitReads++; waitReads == 2 {
+					written := &coordinationv1.Lease{}
+					if err := api.Get(ctx, key, written); err != nil {
+						mu.Unlock()
+						return err
+					}
+					written.ResourceVersion = ""
+					if err := c.Create(ctx, written); err != nil {
+						mu.Unlock()
+						return err
+					}
+				}
+			}
+			err := c.Get(ctx, key, obj, opts...)
+			reads = append(reads, fmt.Sprintf("wait %t, found %t", fromTheWait, err == nil))
+			mu.Unlock()
+			return err
+		},
+	}).Build()
+	r := &Reconciler{Client: api, Leases: cache}
+
+	res, err := r.takeLease(ctx, nhc, "node", nil, time.Minute, now, now)
+	if err != nil || !res.held || res.shown == nil {
+		t.Fatalf("held %v, shown %v, %v: want the lease created, its cache wait under way", res.held, res.shown != nil, err)
+	}
+	lease, err := r.getLease(ctx, "node", false)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil || lease == nil {
+		t.Fatalf("the lease through the cache: %v, %v; want the lease written (reads: %v)", lease, err, reads)
+	}
+	if last := reads[len(reads)-1]; last != "wait false, found true" || waitReads < 2 {
+		t.Errorf("reads %v: want the read after the wait's reads, the last of which found it", reads)
+	}
+	res.waitShown() // done already
 }
