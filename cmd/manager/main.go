@@ -283,7 +283,7 @@ func main() {
 
 func run(o *options) error {
 	log := ctrl.Log.WithName("setup")
-	log.Info("Garbage collection", "GOGC", applyGCDefault(os.LookupEnv))
+	log.Info("Garbage collection", "GOGC", applyGCDefault(os.LookupEnv), "memProfileRate", applyProfilingDefault(o.pprofAddr))
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	goruntime "runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -259,6 +260,21 @@ func TestCleanupFlags(t *testing.T) {
 		{"--leader-election-namespace=nhc", "--leader-holder-prefix=x-", "--release-identity=a/b"}} {
 		if _, err := parseCleanupFlags(flag.NewFlagSet("cleanup", flag.ContinueOnError), args); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestProfilingDefault(t *testing.T) {
+	before := goruntime.MemProfileRate
+	t.Cleanup(func() { goruntime.MemProfileRate = before })
+	goruntime.MemProfileRate = 512 * 1024
+	if got := applyProfilingDefault("localhost:6060"); got != 512*1024 || goruntime.MemProfileRate != 512*1024 {
+		t.Errorf("pprof served: rate %d (reported %d), want the runtime's 524288 kept", goruntime.MemProfileRate, got)
+	}
+	for _, off := range []string{"0", ""} {
+		goruntime.MemProfileRate = 512 * 1024
+		if got := applyProfilingDefault(off); got != 0 || goruntime.MemProfileRate != 0 {
+			t.Errorf("pprof %q: rate %d (reported %d), want 0: nothing reads the samples", off, goruntime.MemProfileRate, got)
 		}
 	}
 }
