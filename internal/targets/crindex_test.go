@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -217,4 +218,44 @@ func crNames(crs map[string][]unstructured.Unstructured) map[string][]string {
 		slices.Sort(out[node])
 	}
 	return out
+}
+
+// storeIndexes serves one kind's store as the cache's indexes.
+type storeIndexes struct{ store toolscache.Indexer }
+
+func (s storeIndexes) CRs(context.Context, schema.GroupVersionKind) (toolscache.Indexer, bool, error) {
+	return s.store, true, nil
+}
+
+func (s storeIndexes) Nodes() (toolscache.Indexer, bool) { return nil, false }
+
+// A CR this process created counts from its record until a read shows it: when the cache shows it
+// a moment after the read of the indexes, before the records are merged, that read still counts
+// it once (from the record), never zero times.
+func TestARecordedCRCountsInTheReadThatMissedIt(t *testing.T) {
+	ours := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: "ours", UID: "uid-ours"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-0"}}
+	created, err := remediationcr.Build(indexTestTemplate("ns"), ours, node, remediationcr.Machine{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.SetUID("uid-cr")
+	store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, CRIndexers())
+	g := &Gatherer{Indexes: storeIndexes{store}}
+	g.Created(created)
+
+	crs, shown, served, err := g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
+	if err != nil || !served || len(crs) != 0 {
+		t.Fatalf("read %d CRs, served %v, %v; want none yet", len(crs), served, err)
+	}
+	if err := store.Add(created.DeepCopy()); err != nil { // the cache catches up
+		t.Fatal(err)
+	}
+	if got := g.withCreated(created.GroupVersionKind(), crs, shown); len(got) != 1 || got[0].GetUID() != "uid-cr" {
+		t.Fatalf("the read that missed the CR counts %d CRs; want it once, from its record", len(got))
+	}
+	crs, shown, _, _ = g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
+	if got := g.withCreated(created.GroupVersionKind(), crs, shown); len(got) != 1 || g.Recorded() != 0 {
+		t.Fatalf("the next read: %d CRs, %d records; want the CR once, from the cache, and the record dropped", len(got), g.Recorded())
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
@@ -287,12 +286,10 @@ func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, lo
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 			}
-			shown := func(cr *unstructured.Unstructured) bool {
-				obj, exists, _ := store.GetByKey(toolscache.NewObjectName(cr.GetNamespace(), cr.GetName()).String())
-				u, ok := obj.(*unstructured.Unstructured)
-				return exists && ok && u.GetUID() == cr.GetUID()
-			}
-			return crs, shown, true, nil
+			// Shown means shown in what was read, not in the store now: a record dropped because the
+			// cache showed its CR a moment after the read would leave the CR counted nowhere (a
+			// second start, or one more in flight than maxInFlight allows).
+			return crs, shownIn(crs), true, nil
 		}
 	}
 	list := &unstructured.UnstructuredList{}
