@@ -65,7 +65,6 @@ func (r *Reconciler) escalate(ctx context.Context, snap *targets.Snapshot, d hea
 		if err != nil {
 			return time.Time{}, err
 		}
-		defer held.waitShown() // the CRs are marked and created meanwhile
 		if !held.held {
 			// A lease someone else holds stops an escalation exactly as it stops a first step:
 			// nothing is marked and nothing is created while they hold it.

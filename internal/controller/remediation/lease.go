@@ -41,13 +41,6 @@ type leaseResult struct {
 	shown func()
 }
 
-// waitShown blocks until the lease cache shows the lease as written, when it was.
-func (l leaseResult) waitShown() {
-	if l.shown != nil {
-		l.shown()
-	}
-}
-
 // takeLease acquires or renews the node's lease (as read: nil when there is none) for this
 // NodeHealthCheck with the step's duration. stepStart is when the covered step started: the lease's
 // acquireTime, from which it becomes overdue.
@@ -130,15 +123,19 @@ const leaseCacheWait = 2 * time.Second
 
 // leaseShown waits in the background until the lease cache shows the lease as written (awaitLease),
 // and returns a func that blocks until it does. Until then, every read of the lease through the
-// cache (getLease) waits for it too, so no decision of this process acts on the lease cache behind
-// its own write; meanwhile the start creates its CR (the CR's create does not read the lease), and
-// the reconcile waits for it before it ends, so the next decision, which reads the lease cache, starts
-// from the write. (Until issue 36 the start waited for the cache before creating the CR: at 25,000
-// nodes each of the 1% failure's starts, 32 at a time, waited for a cache round trip there.)
+// cache (getLease: a renewal, a release, the next start's look) waits for it, so no decision of this
+// process acts on the lease cache behind its own write, while the start goes on to create its CR and
+// the reconcile ends without waiting. The decisions' own reading of leases (targets: holds) looks
+// only for other holders' leases: a lag behind our write shows at worst a lease another holder
+// released, which holds a decision back, never lets one act. The wait outlives the reconcile
+// (its context's cancellation is not its own), bounded by leaseCacheWait. (Until issue 36 the start
+// waited for the cache before creating its CR: at 25,000 nodes the 1% failure's starts, 32 at a
+// time, each waited for a watch round trip of the loaded API server there.)
 func (r *Reconciler) leaseShown(ctx context.Context, lease *coordinationv1.Lease) func() {
 	done := make(chan struct{})
 	key := client.ObjectKeyFromObject(lease)
 	r.leaseWrites.Store(key, done)
+	ctx = context.WithoutCancel(ctx)
 	go func() {
 		defer close(done)
 		defer r.leaseWrites.CompareAndDelete(key, done)

@@ -99,9 +99,10 @@ func TestLeaseMapperMapsLeasesAlone(t *testing.T) {
 }
 
 // A lease this process wrote is read through the cache only once the cache shows the write: the
-// start creates its CR while the lease cache catches up (leaseShown), and a read of the node's lease
-// meanwhile (a refused create releasing it, say) waits for it instead of finding no lease and
-// leaving the new one to expire.
+// start creates its CR and its reconcile ends while the lease cache catches up (leaseShown), and a
+// read of the node's lease meanwhile (a refused create releasing it, the next reconcile's release
+// when the node recovers at once) waits for it instead of finding no lease and leaving the new one
+// to expire.
 func TestGetLeaseWaitsForTheCacheToShowOurWrite(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
@@ -138,7 +139,10 @@ func TestGetLeaseWaitsForTheCacheToShowOurWrite(t *testing.T) {
 	}).Build()
 	r := &Reconciler{Client: api, Leases: cache}
 
-	res, err := r.takeLease(ctx, nhc, "node", nil, time.Minute, now, now)
+	// The reconcile that wrote it ends (its context is canceled) before the cache shows it.
+	reconcileCtx, endReconcile := context.WithCancel(ctx)
+	res, err := r.takeLease(reconcileCtx, nhc, "node", nil, time.Minute, now, now)
+	endReconcile()
 	if err != nil || !res.held || res.shown == nil {
 		t.Fatalf("held %v, shown %v, %v: want the lease created, its cache wait under way", res.held, res.shown != nil, err)
 	}
@@ -151,5 +155,5 @@ func TestGetLeaseWaitsForTheCacheToShowOurWrite(t *testing.T) {
 	if last := reads[len(reads)-1]; last != "wait false, found true" || waitReads < 2 {
 		t.Errorf("reads %v: want the read after the wait's reads, the last of which found it", reads)
 	}
-	res.waitShown() // done already
+	res.shown() // done already
 }

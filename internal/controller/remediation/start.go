@@ -70,7 +70,6 @@ func (r *Reconciler) startNow(ctx context.Context, snap *targets.Snapshot, d hea
 	if err != nil {
 		return time.Time{}, err
 	}
-	defer held.waitShown() // the CR is created meanwhile
 	if !held.held {
 		r.leaseBusy(nhc, node, held)
 		return held.retryAt, nil
