@@ -8,11 +8,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/medik8s/node-healthcheck/internal/clockskew"
 	"github.com/medik8s/node-healthcheck/internal/controller/decodeguard"
@@ -203,16 +200,11 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	if err != nil {
 		return err
 	}
-	acting := &eventseries.Acting{}
-	recorders, err := yieldingRecorders(mgr, acting)
-	if err != nil {
-		return err
-	}
 	statusWriter := &nhc.Reconciler{
 		Client:   mgr.GetClient(),
 		Clock:    o.Clock,
 		Wall:     clock.RealClock{},
-		Recorder: eventseries.New(recorders(nhc.ControllerName)),
+		Recorder: eventseries.New(mgr.GetEventRecorder(nhc.ControllerName)),
 		Wiring:   nhcWiring,
 		// The remediation controller runs too: a node is listed with its first CR in one write.
 		StartWait: nhc.DefaultStartWait,
@@ -236,8 +228,7 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 		Release:        o.Release,
 		Leases:         leases,
 		Refusals:       refusals,
-		Recorder:       eventseries.New(recorders(remediation.ControllerName)),
-		Acting:         acting,
+		Recorder:       eventseries.New(mgr.GetEventRecorder(remediation.ControllerName)),
 		Wiring:         actorWiring,
 	}
 	if err := actor.SetupWithManager(mgr); err != nil {
@@ -248,49 +239,6 @@ func SetupWithManager(mgr ctrl.Manager, o Options) error {
 	}
 	return nil
 }
-
-// yieldingRecorders returns the event recorders of the controllers that tell of remediations: like
-// the manager's (events.k8s.io, reported as the controller's name), but their events yield to the
-// writes that act (eventseries.YieldingSink): while a remediation's lease or CR is being written,
-// they wait, up to eventseries.DefaultLateness after their time. The broadcaster records from now
-// on (an event of a reconcile that runs before the manager's runnables is not lost) until the
-// manager stops.
-func yieldingRecorders(mgr ctrl.Manager, acting *eventseries.Acting) (func(name string) events.EventRecorder, error) {
-	client, err := eventsv1client.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, fmt.Errorf("creating the events client: %w", err)
-	}
-	broadcaster := events.NewBroadcaster(&eventseries.YieldingSink{Inner: &events.EventSinkImpl{Interface: client}, Acting: acting})
-	ctx, stop := context.WithCancel(context.Background())
-	logger := mgr.GetLogger().WithName("events")
-	if err := broadcaster.StartRecordingToSinkWithContext(ctrllog.IntoContext(ctx, logger)); err != nil {
-		stop()
-		return nil, fmt.Errorf("starting the event broadcaster: %w", err)
-	}
-	stopLogging, err := broadcaster.StartLogging(logger.V(1))
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("logging events: %w", err)
-	}
-	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
-		<-ctx.Done()
-		stopLogging()
-		stop()
-		broadcaster.Shutdown()
-		return nil
-	})); err != nil {
-		stop()
-		return nil, err
-	}
-	return func(name string) events.EventRecorder { return broadcaster.NewRecorder(mgr.GetScheme(), name) }, nil
-}
-
-// everyReplica is a runnable that runs on every replica, leader or not.
-type everyReplica func(ctx context.Context) error
-
-func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
-
-func (everyReplica) NeedLeaderElection() bool { return false }
 
 // leaseNamespace is the namespace of node leases: ns, or lease.DefaultNamespace when empty.
 func leaseNamespace(ns string) string {

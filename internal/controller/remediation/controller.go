@@ -108,9 +108,6 @@ type Reconciler struct {
 	Leases client.Reader
 	// Recorder emits events, bursts of similar ones merged into series.
 	Recorder *eventseries.Recorder
-	// Acting counts the starts in flight, during which the events wait (eventseries.YieldingSink);
-	// nil: none is counted.
-	Acting *eventseries.Acting
 	// Refusals records the CR creates the API server refuses for good, which the decisions of both
 	// controllers read (the gatherer's Refusals).
 	Refusals *targets.Refusals
@@ -260,7 +257,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				select {
 				case r.startSlots <- struct{}{}:
 					defer func() { <-r.startSlots }()
-					defer r.Acting.Begin()() // the events of the start wait for its writes
 					act(r.start(ctx, snap, d))
 				case <-ctx.Done():
 					act(time.Time{}, ctx.Err())
