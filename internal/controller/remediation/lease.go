@@ -37,8 +37,6 @@ type leaseResult struct {
 	retryAt     time.Time
 	// renewAt is when to renew our lease.
 	renewAt time.Time
-	// shown, when the lease was written, blocks until the lease cache shows the write (leaseShown).
-	shown func()
 }
 
 // takeLease acquires or renews the node's lease (as read: nil when there is none) for this
@@ -62,7 +60,8 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if err := r.createInLeaseNamespace(ctx, lease); err != nil {
 			return leaseResult{}, err
 		}
-		return leaseResult{held: true, renewAt: now.Add(duration / 3), shown: r.leaseShown(ctx, lease)}, nil
+		r.leaseShown(ctx, lease)
+		return leaseResult{held: true, renewAt: now.Add(duration / 3)}, nil
 	}
 	if other, expires := nodelease.ForeignHold(lease, holder, now); other {
 		retryAt := expires
@@ -84,7 +83,7 @@ func (r *Reconciler) takeLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 	if err := r.Update(ctx, lease); err != nil {
 		return leaseResult{}, fmt.Errorf("renewing lease of node %s: %w", node, err)
 	}
-	res.shown = r.leaseShown(ctx, lease)
+	r.leaseShown(ctx, lease)
 	return res, nil
 }
 
@@ -121,8 +120,8 @@ func (r *Reconciler) holdLease(ctx context.Context, nhc *remediationv1alpha1.Nod
 // sees the operator's own writes within milliseconds.
 const leaseCacheWait = 2 * time.Second
 
-// leaseShown waits in the background until the lease cache shows the lease as written (awaitLease),
-// and returns a func that blocks until it does. Until then, every read of the lease through the
+// leaseShown waits in the background until the lease cache shows the lease as written (awaitLease).
+// Until then, every read of the lease through the
 // cache (getLease: a renewal, a release, the next start's look) waits for it, so no decision of this
 // process acts on the lease cache behind its own write, while the start goes on to create its CR and
 // the reconcile ends without waiting. The decisions' own reading of leases (targets: holds) looks
@@ -131,7 +130,7 @@ const leaseCacheWait = 2 * time.Second
 // (its context's cancellation is not its own), bounded by leaseCacheWait. (Until issue 36 the start
 // waited for the cache before creating its CR: at 25,000 nodes the 1% failure's starts, 32 at a
 // time, each waited for a watch round trip of the loaded API server there.)
-func (r *Reconciler) leaseShown(ctx context.Context, lease *coordinationv1.Lease) func() {
+func (r *Reconciler) leaseShown(ctx context.Context, lease *coordinationv1.Lease) {
 	done := make(chan struct{})
 	key := client.ObjectKeyFromObject(lease)
 	r.leaseWrites.Store(key, done)
@@ -141,7 +140,6 @@ func (r *Reconciler) leaseShown(ctx context.Context, lease *coordinationv1.Lease
 		defer r.leaseWrites.CompareAndDelete(key, done)
 		r.awaitLease(ctx, lease, false)
 	}()
-	return func() { <-done }
 }
 
 // awaitLease waits until the lease cache shows the lease as written (or gone, when deleted), so
@@ -328,7 +326,11 @@ func (r *Reconciler) getLease(ctx context.Context, node string, fresh bool) (*co
 	if fresh {
 		reader = r.APIReader
 	} else if pending, writing := r.leaseWrites.Load(key); writing {
-		<-pending.(chan struct{}) // this process's last write of it, until the cache shows it (leaseShown)
+		select { // this process's last write of it, until the cache shows it (leaseShown)
+		case <-pending.(chan struct{}):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("getting lease of node %s: %w", node, ctx.Err())
+		}
 	}
 	lease := &coordinationv1.Lease{}
 	err := reader.Get(ctx, key, lease)
