@@ -142,10 +142,11 @@ func (r *Reconciler) leaseShown(ctx context.Context, lease *coordinationv1.Lease
 	}()
 }
 
-// awaitLease waits until the lease cache shows the lease as written (or gone, when deleted), so
-// that the next decision, which reads the cache, starts from it: a renewal is not repeated, and a
-// lease just taken is found when the node recovers at once. Where the cache lags longer, the next
-// write conflicts and re-reads the lease around the cache (holdLease, deleteLease).
+// awaitLease waits until the lease cache shows the lease as written (or gone, when deleted): for a
+// write in the background (leaseShown), so that a renewal is not repeated and a lease just taken is
+// found when the node recovers at once; for a delete in the reconcile, so that its next decision
+// does not see the lease as still held. Where the cache lags longer, the next write conflicts and
+// re-reads the lease around the cache (holdLease, deleteLease).
 func (r *Reconciler) awaitLease(ctx context.Context, lease *coordinationv1.Lease, deleted bool) {
 	seen := &coordinationv1.Lease{}
 	_ = wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, leaseCacheWait, true, func(ctx context.Context) (bool, error) {
