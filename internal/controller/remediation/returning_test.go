@@ -25,15 +25,16 @@ func poolOfFour(ctx context.Context, mutate ...func(*remediationv1alpha1.NodeHea
 
 // outage makes three nodes of a pool of four fail at once (due at the same moment: 1 healthy, 3
 // required), and waits until the three are listed and held back. The suite's clock is brought up to
-// real time first: the failures' transition times are on it, and the nodes' creation times on the
-// API server's, so a clock behind it (early in a suite process, before any spec stepped it) would
+// real time once the nodes exist: the failures' transition times are on it, and the nodes' creation
+// times on the API server's, so a clock behind it (early in a suite process, before any spec stepped
+// it; or set to real time a moment before the nodes were created, in the second before theirs) would
 // date the failures before the nodes existed, which no node lifecycle does.
 func outage(ctx context.Context) (*remediationv1alpha1.NodeHealthCheck, []*corev1.Node) {
 	GinkgoHelper()
+	n, _, nodes := poolOfFour(ctx)
 	if now := time.Now(); e.Clock.Now().Before(now) {
 		e.Clock.SetTime(now)
 	}
-	n, _, nodes := poolOfFour(ctx)
 	for _, node := range nodes[:3] {
 		e.SetReady(ctx, node, corev1.ConditionUnknown, 0)
 	}
