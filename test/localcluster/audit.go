@@ -66,7 +66,10 @@ type AuditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
+	// RequestReceivedTimestamp is when the API server received the request, StageTimestamp when
+	// the stage (for ResponseComplete: the response) was reached.
+	RequestReceivedTimestamp time.Time `json:"requestReceivedTimestamp"`
+	StageTimestamp           time.Time `json:"stageTimestamp"`
 }
 
 // ReadAuditLog parses an audit log of JSON lines.

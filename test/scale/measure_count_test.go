@@ -50,3 +50,43 @@ func TestIsNodeName(t *testing.T) {
 		}
 	}
 }
+
+// TestSplitStartsTellsTheOperatorsPartFromTheAPIServers: a failure's detection is its deadline to
+// the API server receiving the first write of its node's lease; the API server's part is each
+// lease and CR create's time from received to answered. Other writes and nodes are not counted.
+func TestSplitStartsTellsTheOperatorsPartFromTheAPIServers(t *testing.T) {
+	at := time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC)
+	lines := []string{
+		// Node a: its lease created 0.3s after the deadline (answered 0.1s later), then updated.
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-a"},"requestReceivedTimestamp":"2026-12-07T20:00:01.3Z","stageTimestamp":"2026-12-07T20:00:01.4Z"}`,
+		`{"stage":"ResponseComplete","verb":"update","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-a"},"requestReceivedTimestamp":"2026-12-07T20:00:03Z","stageTimestamp":"2026-12-07T20:00:03.1Z"}`,
+		// Its CR, generated name, answered 0.5s after received.
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"testremediations","namespace":"default"},"requestReceivedTimestamp":"2026-12-07T20:00:01.5Z","stageTimestamp":"2026-12-07T20:00:02Z"}`,
+		// Node b: its lease received 0.8s after the deadline.
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-b"},"requestReceivedTimestamp":"2026-12-07T20:00:01.8Z","stageTimestamp":"2026-12-07T20:00:02.1Z"}`,
+		// Not a start write: an event, the leader election lease, a lease read.
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"events","namespace":"default","name":"node-a.18ef10c2152a7d1a"},"requestReceivedTimestamp":"2026-12-07T20:00:01Z","stageTimestamp":"2026-12-07T20:00:05Z"}`,
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"leases","namespace":"node-healthcheck","name":"node-a"},"requestReceivedTimestamp":"2026-12-07T20:00:00.5Z","stageTimestamp":"2026-12-07T20:00:05Z"}`,
+		`{"stage":"ResponseComplete","verb":"get","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-b"},"requestReceivedTimestamp":"2026-12-07T20:00:01.1Z","stageTimestamp":"2026-12-07T20:00:01.2Z"}`,
+		// Outside the window.
+		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-b"},"requestReceivedTimestamp":"2026-12-07T20:00:09Z","stageTimestamp":"2026-12-07T20:00:09.9Z"}`,
+	}
+	var log []localcluster.AuditEvent
+	for _, l := range lines {
+		var e localcluster.AuditEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, e)
+	}
+	deadline := at.Add(time.Second)
+	got := splitStarts(log, at, at.Add(5*time.Second), map[string]time.Time{"a": deadline, "b": deadline}, "medik8s-leases",
+		func(node string) string { return "node-" + node })
+	want := startTimings{
+		Detection: latencies{N: 2, Min: 0.3, P50: 0.3, P99: 0.8, Max: 0.8},
+		Served:    latencies{N: 3, Min: 0.1, P50: 0.3, P99: 0.5, Max: 0.5},
+	}
+	if got != want {
+		t.Errorf("splitStarts = %+v, want %+v", got, want)
+	}
+}

@@ -307,3 +307,46 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	}
 	return nil
 }
+
+// startTimings splits the time from a failure's deadline to its CR: when the API server received
+// the manager's first write for the node (its lease, taken before the CR is created), and how long
+// the API server took for each start write (lease and CR creates) it answered in the window.
+type startTimings struct {
+	// Detection: from each node's deadline to the API server receiving the manager's first write
+	// of the node's lease: the operator's own part of the CR's latency.
+	Detection latencies `json:"detection"`
+	// Served: from received to answered, for the manager's creates of leases and remediation CRs.
+	Served latencies `json:"served"`
+}
+
+// splitStarts returns the startTimings of the audit log's events between from and to, for nodes
+// whose deadlines are given and whose leases are named by leaseName in leaseNamespace.
+func splitStarts(events []localcluster.AuditEvent, from, to time.Time, deadlines map[string]time.Time,
+	leaseNamespace string, leaseName func(node string) string) startTimings {
+	nodeOf := make(map[string]string, len(deadlines))
+	for n := range deadlines {
+		nodeOf[leaseName(n)] = n
+	}
+	first := map[string]time.Time{}
+	var served []time.Duration
+	for _, e := range events {
+		if e.Stage != "ResponseComplete" || e.ObjectRef == nil || !isWrite(e.Verb) ||
+			e.StageTimestamp.Before(from) || !e.StageTimestamp.Before(to) {
+			continue
+		}
+		lease := e.ObjectRef.Resource == "leases" && e.ObjectRef.Namespace == leaseNamespace
+		if e.Verb == "create" && (lease || strings.HasSuffix(e.ObjectRef.Resource, "remediations")) {
+			served = append(served, e.StageTimestamp.Sub(e.RequestReceivedTimestamp))
+		}
+		if n, ok := nodeOf[e.ObjectRef.Name]; ok && lease {
+			if at, seen := first[n]; !seen || e.RequestReceivedTimestamp.Before(at) {
+				first[n] = e.RequestReceivedTimestamp
+			}
+		}
+	}
+	var detection []time.Duration
+	for n, at := range first {
+		detection = append(detection, at.Sub(deadlines[n]))
+	}
+	return startTimings{Detection: summarise(detection), Served: summarise(served)}
+}

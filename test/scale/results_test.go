@@ -64,6 +64,9 @@ type results struct {
 		Failures int `json:"failures"`
 		// CRLatency: from each condition's expiry to its CR's ADDED event at the benchmark.
 		CRLatency latencies `json:"crLatency"`
+		// Starts splits the CR latency: the operator's part (its first write for the node received
+		// by the API server after the deadline) and the API server's (each start write's time).
+		Starts startTimings `json:"starts"`
 		// RequestsPerFailure: the manager's requests (no watches, no leader election) from the failures
 		// until every CR exists (and 2s more), per failure; events included.
 		RequestsPerFailure float64 `json:"requestsPerFailure"`

@@ -169,6 +169,8 @@ type bench struct {
 	// outageFailed are the nodes the 30% outage failed, outagePools the same by pool.
 	outageFailed []string
 	outagePools  map[int][]string
+	// onePercentDeadlines are the 1% failure's nodes and their conditions' expiries.
+	onePercentDeadlines map[string]time.Time
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -473,6 +475,10 @@ func (b *bench) onePercent(ctx context.Context, res *results) {
 	Expect(waitFor(ctx, b.failureTimeout(), "a CR for each failed node", func() bool { return b.obs.withCR(failed) == len(failed) })).To(Succeed())
 	remediated := time.Now()
 	r.CRLatency = summarise(b.crLatencies(failed, m.start))
+	b.onePercentDeadlines = map[string]time.Time{}
+	for n, at := range b.obs.transitions(failed) {
+		b.onePercentDeadlines[n] = at.Add(b.sc.Duration)
+	}
 	// The status write and events that follow the CRs, in the phase's cost.
 	Expect(waitFor(ctx, time.Minute, "the status listing each failed node with its CR, and its events", func() bool {
 		return b.obs.listedWithCR(failed) == len(failed) &&
@@ -779,6 +785,10 @@ func (b *bench) audit(res *results) {
 	r.EventsPerFailure = round(float64(events(r.API.Requests)) / float64(r.Failures))
 	r.NodeEventsPerFailure = round(float64(r.API.NodeEvents.total()) / float64(r.Failures))
 	r.RequestsPerFailureWithRecovery = round(float64(r.API.Requests.total()+r.Recovery.API.Requests.total()) / float64(r.Failures))
+	w := b.windows["onePercent"]
+	r.Starts = splitStarts(log, w[0], w[1], b.onePercentDeadlines, nodelease.DefaultNamespace, nodelease.Name)
+	b.logf("Audit: 1%% starts: the manager's first write of a failed node's lease received p50 %.3fs p99 %.3fs max %.3fs after its deadline (%d nodes); the API server answered its lease and CR creates in p50 %.3fs p99 %.3fs max %.3fs",
+		r.Starts.Detection.P50, r.Starts.Detection.P99, r.Starts.Detection.Max, r.Starts.Detection.N, r.Starts.Served.P50, r.Starts.Served.P99, r.Starts.Served.Max)
 	b.logf("Audit: steady %v; per failure %.2f requests (%.2f events, %.2f of them regarding the Node), %.2f with the recovery: %v then %v",
 		res.Steady.API.Requests, r.RequestsPerFailure, r.EventsPerFailure, r.NodeEventsPerFailure, r.RequestsPerFailureWithRecovery, r.API.Requests, r.Recovery.API.Requests)
 	res.incidentCosts()
