@@ -106,6 +106,8 @@ type Gatherer struct {
 	// overlaps are, by NodeHealthCheck, its overlaps with the others as last computed, and what
 	// they were computed from (knownOverlaps).
 	overlaps map[types.UID]overlapsMemo
+	// selectors are every NodeHealthCheck's selectors, indexed, as last parsed (knownOverlaps).
+	selectors selectorsMemo
 	// removals remembers when this gatherer first saw each node's removal whose signal carries no
 	// time (removalSince); domains the failure domains it saw each node in (otherDomains).
 	removals removalsSeen
