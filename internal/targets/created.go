@@ -57,15 +57,17 @@ func (g *Gatherer) Recorded() int {
 }
 
 // withCreated adds to the CRs of a kind read from the cache those this process created that the
-// cache does not show yet, and forgets the ones it shows (or that are too old).
-func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, read []unstructured.Unstructured, shown func(*unstructured.Unstructured) bool) []unstructured.Unstructured {
+// cache does not show yet and that the read would include (wants; nil: every one), and forgets the
+// ones it shows (or that are too old). Only those are copied: in a mass failure hundreds of records
+// are in flight, and a decision copying each of them (under the gatherer's lock) held them all.
+func (g *Gatherer) withCreated(gvk schema.GroupVersionKind, read []unstructured.Unstructured, shown, wants func(*unstructured.Unstructured) bool) []unstructured.Unstructured {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.created = slices.DeleteFunc(g.created, func(c created) bool {
 		return g.wall().Since(c.at) > createdTTL || c.cr.GroupVersionKind() == gvk && shown(&c.cr)
 	})
-	for _, c := range g.created {
-		if c.cr.GroupVersionKind() == gvk {
+	for i := range g.created {
+		if c := &g.created[i]; c.cr.GroupVersionKind() == gvk && (wants == nil || wants(&c.cr)) {
 			read = append(read, *c.cr.DeepCopy())
 		}
 	}

@@ -26,17 +26,17 @@ func TestCreatedCountsUntilTheCacheShowsIt(t *testing.T) {
 	g.Created(&mine)
 	gvk := mine.GroupVersionKind()
 
-	if got := g.withCreated(gvk, nil, shownIn(nil)); len(got) != 1 || got[0].GetUID() != "uid-1" {
+	if got := g.withCreated(gvk, nil, shownIn(nil), nil); len(got) != 1 || got[0].GetUID() != "uid-1" {
 		t.Fatalf("before the cache shows it: %v, want the created CR", got)
 	}
 	other := cr("OtherRemediation", "x", "uid-2")
-	if got := g.withCreated(other.GroupVersionKind(), nil, shownIn(nil)); len(got) != 0 {
+	if got := g.withCreated(other.GroupVersionKind(), nil, shownIn(nil), nil); len(got) != 0 {
 		t.Fatalf("another kind: %v, want none", got)
 	}
-	if got := g.withCreated(gvk, []unstructured.Unstructured{mine}, shownIn([]unstructured.Unstructured{mine})); len(got) != 1 {
+	if got := g.withCreated(gvk, []unstructured.Unstructured{mine}, shownIn([]unstructured.Unstructured{mine}), nil); len(got) != 1 {
 		t.Fatalf("once the cache shows it: %d CRs, want it once", len(got))
 	}
-	if got := g.withCreated(gvk, nil, shownIn(nil)); len(got) != 0 {
+	if got := g.withCreated(gvk, nil, shownIn(nil), nil); len(got) != 0 {
 		t.Fatalf("after the cache showed it: %v, want it forgotten", got)
 	}
 }
@@ -47,7 +47,7 @@ func TestForgetDropsTheRecord(t *testing.T) {
 	mine := cr("TestRemediation", "cp-0", "uid-1")
 	g.Created(&mine)
 	g.Forget("uid-1")
-	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil)); len(got) != 0 {
+	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil), nil); len(got) != 0 {
 		t.Fatalf("after Forget: %v, want none", got)
 	}
 }
@@ -60,11 +60,11 @@ func TestCreatedRecordExpires(t *testing.T) {
 	mine := cr("TestRemediation", "cp-0", "uid-1")
 	g.Created(&mine)
 	wall.SetTime(wall.Now().Add(createdTTL))
-	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil)); len(got) != 1 {
+	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil), nil); len(got) != 1 {
 		t.Fatalf("at createdTTL: %v, want it still counted", got)
 	}
 	wall.SetTime(wall.Now().Add(time.Second))
-	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil)); len(got) != 0 {
+	if got := g.withCreated(mine.GroupVersionKind(), nil, shownIn(nil), nil); len(got) != 0 {
 		t.Fatalf("past createdTTL: %v, want it dropped", got)
 	}
 }
@@ -80,7 +80,7 @@ func TestForgetNHCDropsItsRecords(t *testing.T) {
 	g.Created(owned("a", "uid-1", "nhc-a"))
 	g.Created(owned("b", "uid-2", "nhc-b"))
 	g.ForgetNHC("nhc-a")
-	if got := g.withCreated(owned("a", "", "").GroupVersionKind(), nil, shownIn(nil)); len(got) != 1 || got[0].GetName() != "b" || g.Recorded() != 1 {
+	if got := g.withCreated(owned("a", "", "").GroupVersionKind(), nil, shownIn(nil), nil); len(got) != 1 || got[0].GetName() != "b" || g.Recorded() != 1 {
 		t.Fatalf("after ForgetNHC(nhc-a): %v, want b's record only", got)
 	}
 }

@@ -99,6 +99,13 @@ type crLookup struct {
 // read returns the CRs of one kind's store the decision depends on (the store's objects, read only),
 // each once.
 func (l crLookup) read(store toolscache.Indexer) ([]unstructured.Unstructured, error) {
+	crs, _, err := l.readWanted(store)
+	return crs, err
+}
+
+// readWanted is read, and tells which CRs the decision depends on by the same rule (for the CRs this
+// process created that the store does not show yet: Gatherer.withCreated).
+func (l crLookup) readWanted(store toolscache.Indexer) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, error) {
 	var out []unstructured.Unstructured
 	keys := map[string]bool{} // a few CRs are found twice (ours on a control-plane node, say)
 	add := func(objs []any, err error) error {
@@ -120,11 +127,11 @@ func (l crLookup) read(store toolscache.Indexer) ([]unstructured.Unstructured, e
 		return nil
 	}
 	if err := add(store.ByIndex(CROwnerIndex, string(l.uid))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	labelled, err := store.ByIndex(CRControlPlaneIndex, "true")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Every CR of a control-plane node: of the nodes of CRs labelled as one's (whoever they are now),
 	// and of the nodes labelled as one now (a CR made before the label was is not labelled).
@@ -135,28 +142,50 @@ func (l crLookup) read(store toolscache.Indexer) ([]unstructured.Unstructured, e
 		}
 	}
 	slices.Sort(nodes)
-	for _, name := range slices.Compact(nodes) {
+	nodes = slices.Compact(nodes)
+	for _, name := range nodes {
 		if err := add(store.ByIndex(CRNodeIndex, name)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, n := range l.selected {
 		// Mostly nothing: a map lookup per selected node, no allocation.
 		objs, err := store.ByIndex(CRNodeIndex, n.Name)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, obj := range objs {
 			if u, ok := obj.(*unstructured.Unstructured); ok {
 				if _, uid, _ := remediationcr.ControllerNHC(u); uid != l.uid {
 					if err := add([]any{u}, nil); err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 				}
 			}
 		}
 	}
-	return out, nil
+	var selected map[string]bool // made when a CR in flight needs it
+	wants := func(cr *unstructured.Unstructured) bool {
+		_, uid, owned := remediationcr.ControllerNHC(cr)
+		if !owned {
+			return false // not indexed: never read
+		}
+		if _, cp := remediationcr.Label(cr, remediationv1alpha1.ControlPlaneCRLabel); cp || uid == l.uid {
+			return true
+		}
+		node := remediationcr.NodeName(cr)
+		if _, found := slices.BinarySearch(nodes, node); found {
+			return true
+		}
+		if selected == nil {
+			selected = make(map[string]bool, len(l.selected))
+			for _, n := range l.selected {
+				selected[n.Name] = true
+			}
+		}
+		return selected[node]
+	}
+	return out, wants, nil
 }
 
 // controlPlaneNodes returns the names of the nodes labelled as control-plane nodes in the store.

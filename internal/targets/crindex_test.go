@@ -178,7 +178,7 @@ func TestIndexedCRsReadOnlyWhatADecisionNeeds(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"cp-0", "cp-1"}) {
 		t.Fatalf("control-plane nodes %v, %v; want cp-0, cp-1", names, err)
 	}
-	read, err := crLookup{uid: ours.UID, selected: selected, controlPlane: names}.read(store)
+	read, wants, err := crLookup{uid: ours.UID, selected: selected, controlPlane: names}.readWanted(store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,8 +187,17 @@ func TestIndexedCRsReadOnlyWhatADecisionNeeds(t *testing.T) {
 		got = append(got, cr.GetName())
 	}
 	slices.Sort(got)
-	if want := []string{"cp-0", "cp-1", "worker-0", "worker-1", "worker-5"}; !slices.Equal(got, want) {
+	want := []string{"cp-0", "cp-1", "worker-0", "worker-1", "worker-5"}
+	if !slices.Equal(got, want) {
 		t.Fatalf("read %v of %d CRs; want %v", got, len(store.List()), want)
+	}
+	// A CR this process created that the store does not show yet is wanted by the same rule: those
+	// the read would include, and no other.
+	for _, obj := range store.List() {
+		cr := obj.(*unstructured.Unstructured)
+		if w := wants(cr); w != slices.Contains(want, cr.GetName()) {
+			t.Errorf("wants(%s) = %v; the read includes it: %v", cr.GetName(), w, !w)
+		}
 	}
 }
 
@@ -244,18 +253,18 @@ func TestARecordedCRCountsInTheReadThatMissedIt(t *testing.T) {
 	g := &Gatherer{Indexes: storeIndexes{store}}
 	g.Created(created)
 
-	crs, shown, served, err := g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
+	crs, shown, wants, served, err := g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
 	if err != nil || !served || len(crs) != 0 {
 		t.Fatalf("read %d CRs, served %v, %v; want none yet", len(crs), served, err)
 	}
 	if err := store.Add(created.DeepCopy()); err != nil { // the cache catches up
 		t.Fatal(err)
 	}
-	if got := g.withCreated(created.GroupVersionKind(), crs, shown); len(got) != 1 || got[0].GetUID() != "uid-cr" {
+	if got := g.withCreated(created.GroupVersionKind(), crs, shown, wants); len(got) != 1 || got[0].GetUID() != "uid-cr" {
 		t.Fatalf("the read that missed the CR counts %d CRs; want it once, from its record", len(got))
 	}
-	crs, shown, _, _ = g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
-	if got := g.withCreated(created.GroupVersionKind(), crs, shown); len(got) != 1 || g.Recorded() != 0 {
+	crs, shown, wants, _, _ = g.readKind(context.Background(), created.GroupVersionKind(), &crLookup{uid: ours.UID, selected: []*corev1.Node{node}})
+	if got := g.withCreated(created.GroupVersionKind(), crs, shown, wants); len(got) != 1 || g.Recorded() != 0 {
 		t.Fatalf("the next read: %d CRs, %d records; want the CR once, from the cache, and the record dropped", len(got), g.Recorded())
 	}
 }

@@ -128,14 +128,14 @@ func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.
 		}
 		// The cache's own objects, not copies: only this NodeHealthCheck's are copied below, the
 		// others are only read.
-		crs, shown, served, err := g.readKind(ctx, gvk, lookup)
+		crs, shown, wants, served, err := g.readKind(ctx, gvk, lookup)
 		if err != nil {
 			return nil, read, err
 		}
 		if !served {
 			continue // not served (any more): no CR of it exists
 		}
-		for _, cr := range g.withCreated(gvk, crs, shown) {
+		for _, cr := range g.withCreated(gvk, crs, shown, wants) {
 			if _, uid, ok := remediationcr.ControllerNHC(&cr); ok {
 				if uid == nhc.UID {
 					cr = *cr.DeepCopy() // acted on: patched, deleted
@@ -270,37 +270,38 @@ func (g *Gatherer) crLookup(uid types.UID, selected []*corev1.Node) (*crLookup, 
 
 // readKind reads the CRs of one kind from the cache (its own objects, read only): those lookup
 // names from the kind's indexes when there is a lookup and the kind has them, else every one.
-// shown tells whether the cache shows a CR (withCreated); served is false when the kind is not
-// served (any more), so no CR of it exists.
-func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, lookup *crLookup) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, bool, error) {
+// shown tells whether the cache shows a CR, and wants whether the read would include it (both for
+// withCreated; wants nil: every CR); served is false when the kind is not served (any more), so no
+// CR of it exists.
+func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, lookup *crLookup) (crs []unstructured.Unstructured, shown, wants func(*unstructured.Unstructured) bool, served bool, err error) {
 	if lookup != nil {
 		store, ok, err := g.Indexes.CRs(ctx, gvk)
 		if meta.IsNoMatchError(err) {
-			return nil, nil, false, nil
+			return nil, nil, nil, false, nil
 		}
 		if err != nil {
-			return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
+			return nil, nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 		}
 		if ok {
-			crs, err := lookup.read(store)
+			crs, wants, err := lookup.readWanted(store)
 			if err != nil {
-				return nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
+				return nil, nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 			}
 			// Shown means shown in what was read, not in the store now: a record dropped because the
 			// cache showed its CR a moment after the read would leave the CR counted nowhere (a
 			// second start, or one more in flight than maxInFlight allows).
-			return crs, shownIn(crs), true, nil
+			return crs, shownIn(crs), wants, true, nil
 		}
 	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err := g.Reader.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 		if meta.IsNoMatchError(err) {
-			return nil, nil, false, nil
+			return nil, nil, nil, false, nil
 		}
-		return nil, nil, false, fmt.Errorf("listing %s: %w", gvk.Kind, err)
+		return nil, nil, nil, false, fmt.Errorf("listing %s: %w", gvk.Kind, err)
 	}
-	return list.Items, shownIn(list.Items), true, nil
+	return list.Items, shownIn(list.Items), nil, true, nil
 }
 
 // shownIn tells whether a CR is among those listed. A few CRs in flight against every CR of the
