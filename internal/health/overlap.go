@@ -25,7 +25,7 @@ type Overlap struct {
 // node both select stays "first wins": the one that takes the node's lease first; the other holds
 // back while the lease is held. An invalid selector selects nothing here (the webhook refuses it, the
 // controller reports it).
-func Overlaps(self string, nodes []*corev1.Node, others []remediationv1alpha1.NodeHealthCheck) []Overlap {
+func Overlaps(self string, nodes []*corev1.Node, others []*remediationv1alpha1.NodeHealthCheck) []Overlap {
 	return NewSelectors(others).Overlaps(self, nodes)
 }
 
@@ -49,10 +49,9 @@ type Selectors struct {
 
 // NewSelectors parses and indexes the selectors of nhcs, but those being deleted and those that do
 // not parse (they select nothing).
-func NewSelectors(nhcs []remediationv1alpha1.NodeHealthCheck) *Selectors {
+func NewSelectors(nhcs []*remediationv1alpha1.NodeHealthCheck) *Selectors {
 	x := &Selectors{byValue: map[string]map[string][]int{}}
-	for i := range nhcs {
-		o := &nhcs[i]
+	for _, o := range nhcs {
 		if !o.DeletionTimestamp.IsZero() {
 			continue
 		}

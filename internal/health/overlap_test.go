@@ -13,8 +13,8 @@ import (
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
 
-func selecting(name string, sel metav1.LabelSelector) remediationv1alpha1.NodeHealthCheck {
-	return remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: remediationv1alpha1.NodeHealthCheckSpec{Selector: sel}}
+func selecting(name string, sel metav1.LabelSelector) *remediationv1alpha1.NodeHealthCheck {
+	return &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: remediationv1alpha1.NodeHealthCheckSpec{Selector: sel}}
 }
 
 func TestOverlaps(t *testing.T) {
@@ -24,7 +24,7 @@ func TestOverlaps(t *testing.T) {
 	}
 	deleted := selecting("deleted", metav1.LabelSelector{})
 	deleted.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	got := Overlaps("self", nodes, []remediationv1alpha1.NodeHealthCheck{
+	got := Overlaps("self", nodes, []*remediationv1alpha1.NodeHealthCheck{
 		selecting("self", metav1.LabelSelector{}),
 		selecting("zone-2", metav1.LabelSelector{MatchLabels: map[string]string{"zone": "2"}}),
 		selecting("everything", metav1.LabelSelector{}),
@@ -47,7 +47,7 @@ func TestSelectorsOverlapsAsEverySelectorMatched(t *testing.T) {
 	ops := []metav1.LabelSelectorOperator{metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist}
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
 	for iteration := range 2000 {
-		var nhcs []remediationv1alpha1.NodeHealthCheck
+		var nhcs []*remediationv1alpha1.NodeHealthCheck
 		for i := range 1 + rng.IntN(6) {
 			sel := metav1.LabelSelector{}
 			if rng.IntN(3) == 0 {

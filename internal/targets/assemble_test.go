@@ -39,7 +39,7 @@ func testReading(t *testing.T, mutate func(r *reading)) *reading {
 		r.nodes = append(r.nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(assembleNow.Add(-time.Hour))},
 			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}})
 	}
-	r.nhcs = []remediationv1alpha1.NodeHealthCheck{*stored}
+	r.nhcs = []*remediationv1alpha1.NodeHealthCheck{stored}
 	if mutate != nil {
 		mutate(r)
 	}
@@ -142,7 +142,7 @@ func TestAssemble(t *testing.T) {
 			o := other.DeepCopy()
 			o.Status.UnhealthyNodes = []remediationv1alpha1.UnhealthyNode{{Name: "w1", Remediations: []remediationv1alpha1.Remediation{
 				{Resource: corev1.ObjectReference{APIVersion: "broken.medik8s.io/v1alpha1", Kind: "BrokenRemediation", Name: "w1"}}}}}
-			r.nhcs = append(r.nhcs, *o)
+			r.nhcs = append(r.nhcs, o)
 			r.kinds.unknown = []schema.GroupVersionKind{{Group: "broken.medik8s.io", Version: "v1alpha1", Kind: "BrokenRemediation"}}
 			r.nodes[0].Status.Conditions[0].Status = corev1.ConditionUnknown
 			r.nodes[0].Status.Conditions[0].LastTransitionTime = metav1.NewTime(assembleNow.Add(-time.Hour))
@@ -181,13 +181,13 @@ func TestAssemble(t *testing.T) {
 				t.Errorf("w1 control plane %v, control plane unknown %q: want true, the reason", inputNode(t, in, "w1").ControlPlane, in.ControlPlaneUnknown)
 			}
 		}},
-		{"reporting gathers the overlaps", Reporting, func(r *reading) { r.nhcs = append(r.nhcs, *other) },
+		{"reporting gathers the overlaps", Reporting, func(r *reading) { r.nhcs = append(r.nhcs, other) },
 			func(t *testing.T, s *Snapshot, in health.Input) {
 				if len(s.Overlaps) != 1 {
 					t.Errorf("overlaps %+v: want the other NodeHealthCheck", s.Overlaps)
 				}
 			}},
-		{"acting does not gather the overlaps", Acting, func(r *reading) { r.nhcs = append(r.nhcs, *other) },
+		{"acting does not gather the overlaps", Acting, func(r *reading) { r.nhcs = append(r.nhcs, other) },
 			func(t *testing.T, s *Snapshot, in health.Input) {
 				if s.Overlaps != nil {
 					t.Errorf("overlaps %+v: want none", s.Overlaps)

@@ -51,13 +51,13 @@ type kindsRead struct {
 // sync), nor is one whose CRs cannot be listed now (kindReadable); when nhc uses it (its templates,
 // or the CRs its status lists), the returned problem says so. nhcs are every NodeHealthCheck, as the
 // cache holds them (read only).
-func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []remediationv1alpha1.NodeHealthCheck, selected []*corev1.Node) ([]unstructured.Unstructured, kindsRead, error) {
+func (g *Gatherer) remediationCRs(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, nhcs []*remediationv1alpha1.NodeHealthCheck, selected []*corev1.Node) ([]unstructured.Unstructured, kindsRead, error) {
 	kinds := RemediationKinds(nhc)
 	// Its status's kinds too: a NodeHealthCheck that cannot read the CRs it lists cannot tell
 	// whether they still run (Unknown is not free), and starts nothing meanwhile.
 	own := slices.Clone(kinds)
-	for i := range nhcs {
-		for _, gvk := range RemediationKinds(&nhcs[i]) {
+	for _, o := range nhcs {
+		for _, gvk := range RemediationKinds(o) {
 			if !slices.Contains(kinds, gvk) {
 				kinds = append(kinds, gvk)
 			}
@@ -211,9 +211,9 @@ func unknownOf(r *reading) unknownState {
 		}
 	}
 	list(r.stored, true)
-	for i := range r.nhcs {
-		if r.nhcs[i].UID != r.stored.UID {
-			list(&r.nhcs[i], false)
+	for _, o := range r.nhcs {
+		if o.UID != r.stored.UID {
+			list(o, false)
 		}
 	}
 	return u

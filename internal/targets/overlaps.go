@@ -52,8 +52,7 @@ func (g *Gatherer) knownOverlaps(r *reading) {
 		}
 		_, _ = h.Write(append(buf, 0))
 	}
-	for i := range r.nhcs {
-		o := &r.nhcs[i]
+	for _, o := range r.nhcs { // sorted by name (nodeHealthChecks): the hash does not follow the cache's order
 		add(o.Name+"\x00"+string(o.UID), o.Generation, !o.DeletionTimestamp.IsZero())
 	}
 	nhcs := h.Sum64()
@@ -84,8 +83,8 @@ func (g *Gatherer) knownOverlaps(r *reading) {
 	if len(g.overlaps) > len(r.nhcs)+1 { // some NodeHealthCheck is gone: forget its overlaps
 		known := make(map[types.UID]bool, len(r.nhcs)+1)
 		known[r.stored.UID] = true
-		for i := range r.nhcs {
-			known[r.nhcs[i].UID] = true
+		for _, o := range r.nhcs {
+			known[o.UID] = true
 		}
 		maps.DeleteFunc(g.overlaps, func(uid types.UID, _ overlapsMemo) bool { return !known[uid] })
 	}

@@ -1,6 +1,8 @@
 package targets
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 )
@@ -17,20 +20,20 @@ import (
 // NodeHealthCheck. A stale result after a change, or a result computed again without one (shown by
 // a relabel that the epoch does not tell yet), fails.
 func TestOverlapsAreKeptUntilWhatTheyDependOnChanges(t *testing.T) {
-	nhc := func(name string, generation int64, pool string) remediationv1alpha1.NodeHealthCheck {
-		n := remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: generation}}
+	nhc := func(name string, generation int64, pool string) *remediationv1alpha1.NodeHealthCheck {
+		n := &remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Generation: generation}}
 		n.Spec.Selector = metav1.LabelSelector{MatchLabels: map[string]string{"pool": pool}}
 		return n
 	}
 	n1 := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"pool": "a"}}}
 	nodes := []*corev1.Node{n1}
 	self := nhc("self", 1, "a")
-	others := []remediationv1alpha1.NodeHealthCheck{self, nhc("b", 1, "a"), nhc("c", 1, "x")}
+	others := []*remediationv1alpha1.NodeHealthCheck{self, nhc("b", 1, "a"), nhc("c", 1, "x")}
 	g := &Gatherer{}
 	var epoch uint64
 	want := func(step string, names ...string) {
 		t.Helper()
-		r := &reading{stored: &self, nodes: nodes, nhcs: others, labelEpoch: epoch, epochKnown: true}
+		r := &reading{stored: self, nodes: nodes, nhcs: others, labelEpoch: epoch, epochKnown: true}
 		g.knownOverlaps(r)
 		var got []string
 		for _, o := range r.overlaps {
@@ -60,5 +63,42 @@ func TestOverlapsAreKeptUntilWhatTheyDependOnChanges(t *testing.T) {
 	want("its own selector changed")
 	if len(g.overlaps) != 1 {
 		t.Fatalf("%d kept; want one, its own", len(g.overlaps))
+	}
+}
+
+// nhcIndexes serves a NodeHealthCheck store besides storeIndexes'.
+type nhcIndexes struct {
+	storeIndexes
+	nhcs toolscache.Store
+}
+
+func (x nhcIndexes) NodeHealthChecks() (toolscache.Store, bool) { return x.nhcs, true }
+
+// A decision reads the NodeHealthChecks as the informer's store holds them (its objects, not copies)
+// in one order, by name, whatever the store's: the overlaps' memo hashes them in that order.
+func TestNodeHealthChecksAreTheCachesOwnSortedByName(t *testing.T) {
+	store := toolscache.NewStore(toolscache.MetaNamespaceKeyFunc)
+	var want []string
+	for i := range 20 {
+		name := fmt.Sprintf("nhc-%02d", 19-i)
+		want = append([]string{name}, want...)
+		if err := store.Add(&remediationv1alpha1.NodeHealthCheck{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := &Gatherer{Indexes: nhcIndexes{nhcs: store}}
+	got, err := g.nodeHealthChecks(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range got {
+		names = append(names, o.Name)
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("read %v, want %v", names, want)
+	}
+	if cached, _, _ := store.GetByKey(want[0]); cached != any(got[0]) {
+		t.Fatalf("read a copy of %s, want the store's object", want[0])
 	}
 }

@@ -2,7 +2,6 @@ package targets
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/health"
@@ -94,11 +92,11 @@ func (g *Gatherer) UpgradeNodeSignals(ctx context.Context, stored *remediationv1
 	}
 	var crs map[string][]unstructured.Unstructured
 	if v.OpenShift {
-		nhcs := &remediationv1alpha1.NodeHealthCheckList{}
-		if err := g.Reader.List(ctx, nhcs, client.UnsafeDisableDeepCopy); err != nil { // read only
-			return nil, time.Time{}, fmt.Errorf("listing NodeHealthChecks: %w", err)
+		nhcs, err := g.nodeHealthChecks(ctx)
+		if err != nil {
+			return nil, time.Time{}, err
 		}
-		all, _, err := g.remediationCRs(ctx, nhc, nhcs.Items, nodes)
+		all, _, err := g.remediationCRs(ctx, nhc, nhcs, nodes)
 		if err != nil {
 			return nil, time.Time{}, err
 		}

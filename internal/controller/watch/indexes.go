@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
 	"github.com/medik8s/node-healthcheck/internal/targets"
 )
 
@@ -25,7 +26,11 @@ type Indexes struct {
 	mu     sync.Mutex
 	stores map[schema.GroupVersionKind]toolscache.Indexer
 	nodes  toolscache.Indexer
+	nhcs   toolscache.Indexer
 }
+
+// Indexes offer the NodeHealthCheck informer's store too.
+var _ targets.NodeHealthCheckStore = (*Indexes)(nil)
 
 // NewIndexes returns the Indexes of the cache.
 func NewIndexes(c cache.Cache) *Indexes {
@@ -62,6 +67,20 @@ func (x *Indexes) Nodes() (toolscache.Indexer, bool) {
 		x.nodes = s
 	}
 	return x.nodes, true
+}
+
+// NodeHealthChecks returns the NodeHealthCheck informer's store; false when it has none.
+func (x *Indexes) NodeHealthChecks() (toolscache.Store, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.nhcs == nil {
+		s, ok, err := x.indexed(context.Background(), &remediationv1alpha1.NodeHealthCheck{}, nil)
+		if err != nil || !ok {
+			return nil, false
+		}
+		x.nhcs = s
+	}
+	return x.nhcs, true
 }
 
 // adding serializes the indexes' additions across every Indexes of the process: the controllers

@@ -76,7 +76,11 @@ func overlapWarnings(ctx context.Context, c client.Reader, nhc *remediationv1alp
 	for i := range nodes.Items {
 		selected[i] = &nodes.Items[i]
 	}
-	overlaps := health.Overlaps(nhc.Name, selected, others.Items)
+	all := make([]*remediationv1alpha1.NodeHealthCheck, len(others.Items))
+	for i := range others.Items {
+		all[i] = &others.Items[i]
+	}
+	overlaps := health.Overlaps(nhc.Name, selected, all)
 	for _, o := range overlaps[:min(len(overlaps), maxOverlapWarnings)] {
 		warnings = append(warnings, fmt.Sprintf("spec.selector: NodeHealthCheck %s selects %d of the %d node(s) this one selects; "+
 			"a node both select is remediated by the one that takes its node lease first, the other holds back meanwhile", o.NHC, o.Nodes, len(nodes.Items)))
