@@ -45,20 +45,22 @@ func (g *Gatherer) knownOverlaps(r *reading) {
 	}
 	h := fnv.New64a()
 	var buf []byte
-	add := func(s string, n int64, deleting bool) {
+	hash := func(s string, n int64, deleting bool) uint64 {
 		buf = strconv.AppendInt(append(append(buf[:0], s...), 0), n, 10)
 		if deleting {
 			buf = append(buf, 'd')
 		}
-		_, _ = h.Write(append(buf, 0))
+		h.Reset()
+		_, _ = h.Write(buf)
+		return h.Sum64()
 	}
-	for _, o := range r.nhcs { // sorted by name (nodeHealthChecks): the hash does not follow the cache's order
-		add(o.Name+"\x00"+string(o.UID), o.Generation, !o.DeletionTimestamp.IsZero())
+	// The NodeHealthChecks' hashes are summed: the cache lists them in no fixed order.
+	var nhcs uint64
+	for _, o := range r.nhcs {
+		nhcs += hash(o.Name+"\x00"+string(o.UID), o.Generation, !o.DeletionTimestamp.IsZero())
 	}
-	nhcs := h.Sum64()
-	add(string(r.stored.UID), r.stored.Generation, false)
-	add("", int64(r.labelEpoch), false) //nolint:gosec // a counter, compared for equality only
-	from := h.Sum64()
+	from := nhcs*31 + hash(string(r.stored.UID), r.stored.Generation, false)
+	from = from*31 + hash("", int64(r.labelEpoch), false) //nolint:gosec // a counter, compared for equality only
 
 	g.mu.Lock()
 	m, known := g.overlaps[r.stored.UID]

@@ -2,13 +2,18 @@ package targets
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	remediationv1alpha1 "github.com/medik8s/node-healthcheck/api/v1alpha1"
+	"github.com/medik8s/node-healthcheck/internal/testutil"
 )
 
 type noTemplates struct{ got []client.ObjectKey }
@@ -121,4 +126,39 @@ func TestTemplateAsRead(t *testing.T) {
 func assembleWithout(t *testing.T) *Snapshot {
 	s, _ := assemble(testReading(t, nil), Acting, 0)
 	return s
+}
+
+// The kinds of a NodeHealthCheck the cache holds are computed once per resourceVersion (the cache
+// replaces an object to change it), and forgotten once the NodeHealthCheck is gone.
+func TestKindsOfAreKeptPerResourceVersion(t *testing.T) {
+	g := &Gatherer{}
+	nhc := testutil.NewNHC("nhc")
+	nhc.UID, nhc.ResourceVersion = "uid-nhc", "1"
+	template := RemediationKinds(nhc)[0]
+	listed := remediationv1alpha1.UnhealthyNode{Name: "w1", Remediations: []remediationv1alpha1.Remediation{{Resource: corev1.ObjectReference{
+		APIVersion: "other.medik8s.io/v1", Kind: "OtherRemediation", Name: "w1"}}}}
+	other := schema.GroupVersionKind{Group: "other.medik8s.io", Version: "v1", Kind: "OtherRemediation"}
+	nhcs := []*remediationv1alpha1.NodeHealthCheck{nhc}
+	if got := g.kindsOf(nhc, nhcs); !slices.Equal(got, []schema.GroupVersionKind{template}) {
+		t.Fatalf("kinds %v, want %v", got, template)
+	}
+	changed := nhc.DeepCopy()
+	changed.Status.UnhealthyNodes = []remediationv1alpha1.UnhealthyNode{listed}
+	if got := g.kindsOf(changed, nhcs); !slices.Equal(got, []schema.GroupVersionKind{template}) {
+		t.Fatalf("kinds at the same resourceVersion %v, want those computed for it (%v)", got, template)
+	}
+	changed.ResourceVersion = "2"
+	if got := g.kindsOf(changed, nhcs); !slices.Equal(got, []schema.GroupVersionKind{template, other}) {
+		t.Fatalf("kinds at a new resourceVersion %v, want %v and %v", got, template, other)
+	}
+	for i := range 40 { // NodeHealthChecks created and deleted one after another
+		gone := testutil.NewNHC(fmt.Sprintf("gone-%d", i))
+		gone.UID, gone.ResourceVersion = types.UID(gone.Name), "1"
+		g.kindsOf(gone, []*remediationv1alpha1.NodeHealthCheck{changed, gone})
+	}
+	held := 0
+	g.kindMemo.byNHC.Range(func(_, _ any) bool { held++; return true })
+	if held > 2*2+16 {
+		t.Fatalf("the kinds of %d NodeHealthChecks held; the gone ones should have been forgotten", held)
+	}
 }
