@@ -23,14 +23,7 @@ func TestCountTellsEventsRegardingANode(t *testing.T) {
 		// Outside the window.
 		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"events","namespace":"default","name":"scale-p30-001.18ef10c2152a7d1b","apiGroup":"events.k8s.io"},"stageTimestamp":"2026-12-07T20:00:09Z"}`,
 	}
-	var log []localcluster.AuditEvent
-	for _, l := range lines {
-		var e localcluster.AuditEvent
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatal(err)
-		}
-		log = append(log, e)
-	}
+	log := auditEvents(t, lines)
 	c := count(log, at, at.Add(5*time.Second), isNodeName)
 	if got := c.NodeEvents.total(); got != 2 {
 		t.Errorf("event writes regarding a node: %d (%v), want 2", got, c.NodeEvents)
@@ -71,14 +64,7 @@ func TestSplitStartsTellsTheOperatorsPartFromTheAPIServers(t *testing.T) {
 		// Outside the window.
 		`{"stage":"ResponseComplete","verb":"create","objectRef":{"resource":"leases","namespace":"medik8s-leases","name":"node-b"},"requestReceivedTimestamp":"2026-12-07T20:00:09Z","stageTimestamp":"2026-12-07T20:00:09.9Z"}`,
 	}
-	var log []localcluster.AuditEvent
-	for _, l := range lines {
-		var e localcluster.AuditEvent
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
-			t.Fatal(err)
-		}
-		log = append(log, e)
-	}
+	log := auditEvents(t, lines)
 	deadline := at.Add(time.Second)
 	got := splitStarts(log, at, at.Add(5*time.Second), map[string]time.Time{"a": deadline, "b": deadline}, "medik8s-leases",
 		func(node string) string { return "node-" + node })
@@ -89,4 +75,18 @@ func TestSplitStartsTellsTheOperatorsPartFromTheAPIServers(t *testing.T) {
 	if got != want {
 		t.Errorf("splitStarts = %+v, want %+v", got, want)
 	}
+}
+
+// auditEvents parses audit log lines.
+func auditEvents(t *testing.T, lines []string) []localcluster.AuditEvent {
+	t.Helper()
+	var log []localcluster.AuditEvent
+	for _, l := range lines {
+		var e localcluster.AuditEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		log = append(log, e)
+	}
+	return log
 }
