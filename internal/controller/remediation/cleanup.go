@@ -38,8 +38,11 @@ func (r *Reconciler) releaseConfirmation(ctx context.Context, nodeName string) e
 
 // deleteAll deletes the node's CRs: each once, however many looks the cache shows it to before it
 // shows the delete (in a mass recovery each node's event makes its NodeHealthCheck look again), and
-// each delete reported once (a CR found gone already is not reported again).
-func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string) error {
+// each delete reported once (a CR found gone already is not reported again). asRead: the decision
+// depended on the CRs' own state (their conditions: KeptOrphanCR), so each is deleted only as the
+// decision read it (its resourceVersion); one its remediator changed since is left for the look its
+// change brings (CREvents), which sees the change.
+func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.NodeHealthCheck, node string, crs []unstructured.Unstructured, why string, asRead bool) error {
 	var errs []error
 	now := r.Wall.Now()
 	for i := range crs {
@@ -50,9 +53,18 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 		if r.memory.made(nhc.UID, node, ownWrite{writeDelete, cr.GetUID()}, now) {
 			continue // deleted by an earlier look; the cache does not show it yet
 		}
-		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: ptr.To(cr.GetUID())})
+		preconditions := client.Preconditions{UID: ptr.To(cr.GetUID())}
+		if asRead {
+			preconditions.ResourceVersion = ptr.To(cr.GetResourceVersion())
+		}
+		err := r.Delete(ctx, cr, client.PropagationPolicy(metav1.DeletePropagationBackground), preconditions)
 		if apierrors.IsNotFound(err) {
 			r.Wiring.Gatherer.Forget(cr.GetUID())
+			continue
+		}
+		if asRead && apierrors.IsConflict(err) {
+			ctrl.LoggerFrom(ctx).Info("Not deleting a remediation changed since it was read; looking again with the change",
+				"node", node, "kind", cr.GetKind(), "name", cr.GetName())
 			continue
 		}
 		if err != nil {
@@ -71,7 +83,7 @@ func (r *Reconciler) deleteAll(ctx context.Context, nhc *remediationv1alpha1.Nod
 // the Node was deleted and created again): they are no remediation of this node, which is judged
 // afresh. The node's lease goes with them when no remediation of the node runs or starts.
 func (r *Reconciler) deletePrevious(ctx context.Context, snap *targets.Snapshot, node string) error {
-	err := r.deleteAll(ctx, snap.Stored, node, snap.Previous[node], "it was made for an earlier Node of that name, which was deleted and created again")
+	err := r.deleteAll(ctx, snap.Stored, node, snap.Previous[node], "it was made for an earlier Node of that name, which was deleted and created again", true)
 	if d, listed := snap.Node(node); err != nil || len(snap.CRs[node]) > 0 || (listed && d.Action == health.StartRemediation) {
 		return err
 	}
@@ -96,5 +108,5 @@ func (r *Reconciler) deleteOrphans(ctx context.Context, snap *targets.Snapshot, 
 	if err := r.answerRequests(ctx, snap, node, orphans); err != nil {
 		return err
 	}
-	return r.deleteAll(ctx, snap.Stored, node, orphans, "the node is gone or no longer selected")
+	return r.deleteAll(ctx, snap.Stored, node, orphans, "the node is gone or no longer selected", true)
 }

@@ -317,7 +317,7 @@ func (r *Reconciler) actOn(ctx context.Context, snap *targets.Snapshot, d health
 			return time.Time{}, err // the CRs stay until the request they answered is recorded
 		}
 		return time.Time{}, errors.Join(r.releaseConfirmation(ctx, node),
-			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again"), r.release(ctx, snap, node))
+			r.deleteAll(ctx, nhc, node, crs, "the node is healthy again", false), r.release(ctx, snap, node))
 	case health.Skip:
 		r.reportHold(ctx, snap, d)
 	}

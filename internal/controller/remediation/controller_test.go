@@ -2,6 +2,7 @@ package remediation_test
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
@@ -255,6 +256,40 @@ var _ = Describe("The remediation lifecycle", func() {
 			map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True", "reason": "Deleting", "message": "", "lastTransitionTime": now},
 			map[string]any{"type": remediationv1alpha1.RemediationConditionSucceeded, "status": "True", "reason": "Done", "message": "", "lastTransitionTime": now})
 		Eventually(e.TestCRs(ctx, deleted.Name)).Should(BeEmpty())
+	})
+
+	It("deletes the CR of a deleted node only as it read it: not one whose remediator said meanwhile that it deletes the node for good", func(ctx SpecContext) {
+		group := e.Unique("g")
+		for range 3 {
+			e.NewNode(ctx, group, corev1.ConditionTrue, time.Hour)
+		}
+		deleted := e.NewNode(ctx, group, corev1.ConditionUnknown, time.Hour)
+		n := e.NewNHC(ctx, group, func(n *remediationv1alpha1.NodeHealthCheck) {
+			v := intstr.FromString("50%")
+			n.Spec.MinHealthy = &v
+		})
+		Eventually(e.TestCRs(ctx, deleted.Name)).Should(HaveLen(1))
+		kept := e.TestCRs(ctx, deleted.Name)()[0]
+		crDeletes := func(r testutil.Request) bool {
+			return r.Method == http.MethodDelete && strings.HasSuffix(r.Path, "/testremediations/"+kept.GetName())
+		}
+		mark := requests.Mark()
+
+		By("the remediator marks the CR, which the manager's cache does not show yet, and deletes the node")
+		release := watches.Hold("testremediations")
+		DeferCleanup(release)
+		setCondition(ctx, &kept, map[string]any{"type": remediationv1alpha1.RemediationConditionPermanentNodeDeletionExpected, "status": "True",
+			"reason": "Deleting", "message": "", "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339)})
+		Expect(e.K8s.Delete(ctx, deleted)).To(Succeed())
+		// The decision read the CR unmarked and deleted it as an orphan: the API server refused that
+		// delete, made of a state the CR no longer has.
+		Eventually(func() []testutil.Request { return requests.Since(mark, crDeletes) }).ShouldNot(BeEmpty())
+		Expect(e.TestCRs(ctx, deleted.Name)()).To(HaveLen(1), "the marked CR, deleted from what the cache showed before the mark")
+
+		By("the cache catches up: the mark keeps the CR")
+		release()
+		e.RemediationDecided(ctx, n)
+		Consistently(e.TestCRs(ctx, deleted.Name)).WithTimeout(time.Second).Should(HaveLen(1))
 	})
 
 	It("lists a recovered node until a remediator's finalizer lets its CR go", func(ctx SpecContext) {

@@ -202,7 +202,7 @@ func (r *Reconciler) explainExisting(ctx context.Context, nhc *remediationv1alph
 			return nil
 		}
 		return r.deleteAll(ctx, nhc, node, []unstructured.Unstructured{*existing},
-			fmt.Sprintf("it timed out, and the CR from template %s that replaces it needs its name", newTemplate))
+			fmt.Sprintf("it timed out, and the CR from template %s that replaces it needs its name", newTemplate), false)
 	case ok:
 		r.reportOnce(ctx, nhc, node, onceFirstWins, string(existing.GetUID()),
 			"Node %s is already remediated by NodeHealthCheck %s (%s %s/%s); do the NodeHealthChecks select overlapping nodes?",
