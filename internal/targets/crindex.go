@@ -97,15 +97,9 @@ type crLookup struct {
 }
 
 // read returns the CRs of one kind's store the decision depends on (the store's objects, read only),
-// each once.
-func (l crLookup) read(store toolscache.Indexer) ([]unstructured.Unstructured, error) {
-	crs, _, err := l.readWanted(store)
-	return crs, err
-}
-
-// readWanted is read, and tells which CRs the decision depends on by the same rule (for the CRs this
-// process created that the store does not show yet: Gatherer.withCreated).
-func (l crLookup) readWanted(store toolscache.Indexer) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, error) {
+// each once, and wants, which tells those CRs by the same rule (for the CRs this process created that
+// the store does not show yet: Gatherer.withCreated).
+func (l crLookup) read(store toolscache.Indexer) ([]unstructured.Unstructured, func(*unstructured.Unstructured) bool, error) {
 	var out []unstructured.Unstructured
 	keys := map[string]bool{} // a few CRs are found twice (ours on a control-plane node, say)
 	add := func(objs []any, err error) error {

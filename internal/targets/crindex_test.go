@@ -93,7 +93,7 @@ func TestIndexedCRsDecideAsEveryCR(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		indexed, err := crLookup{uid: nhcs[0].UID, selected: selected, controlPlane: cp}.read(store)
+		indexed, _, err := crLookup{uid: nhcs[0].UID, selected: selected, controlPlane: cp}.read(store)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestIndexedCRsReadOnlyWhatADecisionNeeds(t *testing.T) {
 	if err != nil || !slices.Equal(names, []string{"cp-0", "cp-1"}) {
 		t.Fatalf("control-plane nodes %v, %v; want cp-0, cp-1", names, err)
 	}
-	read, wants, err := crLookup{uid: ours.UID, selected: selected, controlPlane: names}.readWanted(store)
+	read, wants, err := crLookup{uid: ours.UID, selected: selected, controlPlane: names}.read(store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -329,7 +329,7 @@ func (g *Gatherer) readKind(ctx context.Context, gvk schema.GroupVersionKind, lo
 			return nil, nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 		}
 		if ok {
-			crs, wants, err := lookup.readWanted(store)
+			crs, wants, err := lookup.read(store)
 			if err != nil {
 				return nil, nil, nil, false, fmt.Errorf("reading the index of %s: %w", gvk.Kind, err)
 			}
